@@ -1,0 +1,98 @@
+"""``mcpx``: the command line.
+
+Settings come from defaults, then the environment (``MCPX_*``), then flags.
+Every command that serves MCP accepts the revision policy (seed §1.1):
+``--mcp-spec`` (``MCPX_MCP_SPEC``, spec.first), ``--spec-precedence``
+(``MCPX_SPEC_PRECEDENCE``) and ``--spec-lenient`` (``MCPX_SPEC_LENIENT``); an
+unknown revision is refused with the list of valid ones.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .. import __version__
+from ..core import DEFAULT_MAX_LINE, REVISIONS, SpecPolicy, parse_revision
+from ..drivers import LOOPS
+
+app = typer.Typer(
+    name="mcpx",
+    help="A Model Context Protocol gateway that speaks every MCP revision in both directions.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+def build_policy(first: str | None, precedence: str | None, lenient: str | None) -> SpecPolicy:
+    """The effective spec policy; exits with a clear message on an unknown revision."""
+    try:
+        return SpecPolicy.build(precedence=_split(precedence), lenient=_split(lenient), first=first or None)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+@app.command()
+def version() -> None:
+    """Print mcpx's version and the MCP revisions it speaks."""
+    typer.echo(f"mcpx {__version__} (MCP {', '.join(REVISIONS)})")
+
+
+@app.command()
+def demo(
+    loop: Annotated[
+        str, typer.Option(help=f"Event loop: {', '.join(LOOPS)}.", envvar="MCPX_LOOP")
+    ] = "asyncio",
+    mcp_spec: Annotated[
+        str | None,
+        typer.Option(
+            "--mcp-spec", help="Revision whose rules win conflicts (spec.first).", envvar="MCPX_MCP_SPEC"
+        ),
+    ] = None,
+    spec_precedence: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated revisions, first wins (spec.precedence).", envvar="MCPX_SPEC_PRECEDENCE"
+        ),
+    ] = None,
+    spec_lenient: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated revisions not held strictly (spec.lenient).", envvar="MCPX_SPEC_LENIENT"
+        ),
+    ] = None,
+    revisions: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated revisions to speak (default: all five).", envvar="MCPX_REVISIONS"),
+    ] = None,
+    drain: Annotated[
+        float, typer.Option(help="Seconds requests in flight get after stdin closes (transport.stdioDrain).")
+    ] = 2.0,
+    max_line: Annotated[
+        int, typer.Option(help="Longest accepted stdio line in bytes (transport.maxLine).")
+    ] = DEFAULT_MAX_LINE,
+    trace: Annotated[bool, typer.Option(help="Write version decisions to stderr.")] = False,
+) -> None:
+    """Serve the built-in demo server over stdio."""
+    from ..demo import build_demo_server
+    from ..drivers import serve_stdio
+
+    if loop not in LOOPS:
+        raise typer.BadParameter(f"unknown loop {loop!r}; choose one of {', '.join(LOOPS)}")
+    policy = build_policy(mcp_spec, spec_precedence, spec_lenient)
+    try:
+        spoken = tuple(parse_revision(r) for r in _split(revisions)) or REVISIONS
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    server = build_demo_server()
+    config = server.session_config(policy=policy, revisions=spoken, drain=drain, trace=trace)
+    serve_stdio(server, loop=loop, config=config, max_line=max_line, trace=trace)
+
+
+def main() -> None:
+    app()

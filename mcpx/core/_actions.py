@@ -1,0 +1,111 @@
+"""What the server session asks its driver to do.
+
+The session never performs I/O; it queues actions and the driver drains them
+with ``next_actions()`` after every input, in order (STYLE.md §2, §10):
+
+``Send``
+    Write ``payload`` (one serialised JSON-RPC message or batch, no framing)
+    to the peer.  ``stream`` names the request the message belongs to — its
+    response, or a notification about it — so a Streamable HTTP binding can
+    put it on that request's stream; ``None`` means a connection-level
+    message (a legacy list-changed notification, a log without a request).
+    ``final`` marks the response that ends ``stream``.
+``HandleRequest``
+    Run the application's handler for a request the session has judged
+    legal, and later call ``respond``/``respond_error`` (or ``discard`` once
+    it was cancelled) with ``token``.
+``CancelRequest``
+    The peer cancelled ``token`` (or the connection is closing): stop its
+    handler.  Anything the handler still reports is dropped by the session.
+``PeerReplied``
+    The peer answered a request the server sent (``send_request``).
+``Close``
+    Nothing more will be sent: close the output.
+``Trace``
+    A decision worth recording (version negotiation, per-request revision
+    judgement), emitted only when the session was built with ``trace=True``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._jsonrpc import RequestId
+from ._revisions import Revision
+
+__all__ = [
+    "Action",
+    "CancelRequest",
+    "Close",
+    "HandleRequest",
+    "PeerReplied",
+    "RequestContext",
+    "Send",
+    "Trace",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestContext:
+    """Everything the application may know about one request.
+
+    ``revision`` is the revision the request is judged under: the one its
+    ``_meta`` states (2026-07-28), the one negotiated by ``initialize``, or
+    2024-11-05 when it declared nothing.  ``client_capabilities`` are the ones
+    that apply to this request (its own ``_meta`` for 2026-07-28, the
+    ``initialize`` declaration for legacy peers).
+    """
+
+    token: int
+    request_id: RequestId
+    method: str
+    revision: Revision
+    client_capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any] | None = None
+    log_level: str | None = None
+    progress_token: str | int | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Send:
+    payload: bytes
+    stream: int | None = None
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandleRequest:
+    token: int
+    method: str
+    params: Mapping[str, Any]
+    context: RequestContext
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelRequest:
+    token: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PeerReplied:
+    token: int
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Close:
+    reason: str = "end of input"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trace:
+    event: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+Action = Send | HandleRequest | CancelRequest | PeerReplied | Close | Trace

@@ -1,0 +1,336 @@
+"""Results are built once, in the newest shape, and spelled down at the edge.
+
+``downgrade(value, shape, revision)`` returns ``value`` as a peer on
+``revision`` may receive it (seed §2.3):
+
+* A field the revision's schema does not define is dropped (``SHAPES`` in
+  ``_revisions`` says which), recursively through every nested object, list
+  and content block.  A reserved ``_meta`` key the revision does not define
+  is dropped too; other ``_meta`` keys are the sender's business and stay.
+* A content block the revision cannot parse is rewritten into one it can:
+  ``audio`` before 2025-03-26 becomes an embedded resource carrying the same
+  bytes; ``resource_link`` before 2025-06-18 becomes a text block naming the
+  link.  ``structuredContent`` that a revision cannot carry (none before
+  2025-06-18, only objects before 2026-07-28) is dropped, and when no text
+  block carries it already its JSON is appended as one, so nothing the tool
+  said is lost.  An ``outputSchema`` that is not an object schema is dropped
+  for 2025-06-18 and 2025-11-25, whose schemas require ``type: "object"``.
+* Copy on write: nothing is ever edited in place.  When nothing needs to
+  change the very same object comes back (for the newest revision that is
+  the common case and costs one table lookup); otherwise a copy that shares
+  every untouched subtree.  A stored result handed out more than once is
+  therefore never downgraded for whoever reads it next.
+
+For a revision that ``spec.lenient`` names (``strict=False``) only what the
+peer could not parse at all is rewritten (unknown content-block types); extra
+fields are left in place.
+
+``envelope`` adds what 2026-07-28 requires of every result: ``resultType``,
+``_meta["io.modelcontextprotocol/serverInfo"]``, and on cacheable results
+``ttlMs`` + ``cacheScope``.  ``downgrade_error`` maps an MCP-specific error code
+a revision does not define onto one it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from ._errors import INVALID_PARAMS
+from ._revisions import (
+    CACHEABLE,
+    ERROR_CODES,
+    META_KEYS,
+    META_SERVER_INFO,
+    REVISIONS,
+    SHAPES,
+    UNION_SHAPES,
+    FieldRule,
+    Revision,
+)
+
+__all__ = ["Ages", "downgrade", "downgrade_error", "envelope"]
+
+R25A: Final = Revision.V2025_03_26
+R25B: Final = Revision.V2025_06_18
+R26: Final = Revision.V2026_07_28
+
+
+# --------------------------------------------------------------------------
+# Plans: per (shape, revision), computed once from the table.
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    drop: frozenset[str]  # fields this revision does not define
+    walk: tuple[tuple[str, FieldRule], ...]  # fields whose contents may need work
+    untouched: bool  # nothing in this shape or below can change at this revision
+
+
+def _meta_keys_dropped(where: str, rev: Revision) -> frozenset[str]:
+    return frozenset(
+        mk.key
+        for mk in META_KEYS.values()
+        if (where == "object" or where in mk.where) and not mk.defined_in(rev)
+    )
+
+
+def _build_plans() -> dict[tuple[str, Revision], _Plan]:
+    plans: dict[tuple[str, Revision], _Plan] = {}
+
+    def untouched_union(name: str, rev: Revision, seen: set[str]) -> bool:
+        union = UNION_SHAPES[name]
+        return all(v.defined_in(rev) and untouched_shape(v.shape, rev, seen) for v in union.variants.values())
+
+    def untouched_field(rule: FieldRule, rev: Revision, seen: set[str]) -> bool:
+        if rule.opaque:
+            return True
+        if rule.meta is not None:
+            return not _meta_keys_dropped(rule.meta, rev)
+        child = rule.shape or rule.items or rule.values
+        if child is None:
+            return True
+        if child in UNION_SHAPES:
+            return untouched_union(child, rev, seen)
+        return untouched_shape(child, rev, seen)
+
+    def untouched_shape(name: str, rev: Revision, seen: set[str]) -> bool:
+        if name in seen:
+            return True
+        seen = seen | {name}
+        fields = SHAPES[name]
+        return all(rule.defined_in(rev) and untouched_field(rule, rev, seen) for rule in fields.values())
+
+    for name, fields in SHAPES.items():
+        for rev in REVISIONS:
+            drop = frozenset(k for k, rule in fields.items() if not rule.defined_in(rev))
+            walk = tuple(
+                (k, rule)
+                for k, rule in fields.items()
+                if rule.defined_in(rev) and not untouched_field(rule, rev, {name})
+            )
+            plans[(name, rev)] = _Plan(drop=drop, walk=walk, untouched=not drop and not walk)
+    return plans
+
+
+_PLANS: Final = _build_plans()
+_META_DROPS: Final = {
+    (where, rev): _meta_keys_dropped(where, rev)
+    for where in ("request", "result", "notification", "object")
+    for rev in REVISIONS
+}
+# Shapes with rules beyond dropping fields: their plans never report untouched
+# when the special case can apply.
+_SPECIAL: Final = {"CallToolResult", "Tool"}
+
+
+# --------------------------------------------------------------------------
+# The walk
+# --------------------------------------------------------------------------
+
+
+def downgrade(value: Mapping[str, Any], shape: str, revision: Revision, *, strict: bool = True) -> Any:
+    """``value`` (a ``shape`` in the newest spelling) as ``revision`` may receive it.
+
+    Returns ``value`` itself when nothing needs to change, otherwise a
+    copy-on-write copy.  Unknown shapes are returned unchanged.
+    """
+    if shape in UNION_SHAPES:
+        return _union(value, shape, revision, strict)
+    if (shape, revision) not in _PLANS:
+        return value
+    return _object(value, shape, revision, strict)
+
+
+def _object(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
+    if not isinstance(value, dict):
+        return value
+    plan = _PLANS[(shape, rev)]
+    if plan.untouched and shape not in _SPECIAL:
+        return value
+    out: dict[str, Any] | None = None
+    if strict:
+        for key in plan.drop:
+            if key in value:
+                if out is None:
+                    out = dict(value)
+                del out[key]
+    for key, rule in plan.walk:
+        if key not in value:
+            continue
+        old = value[key]
+        new = _field(old, rule, rev, strict)
+        if new is not old:
+            if out is None:
+                out = dict(value)
+            out[key] = new
+    if shape == "CallToolResult":
+        out = _call_tool_result(value, out, rev)
+    elif shape == "Tool" and strict:
+        out = _tool(value, out, rev)
+    return value if out is None else out
+
+
+def _field(value: Any, rule: FieldRule, rev: Revision, strict: bool) -> Any:
+    if rule.meta is not None:
+        return _meta(value, rule.meta, rev) if strict else value
+    if rule.shape is not None:
+        return _dispatch(value, rule.shape, rev, strict)
+    if rule.items is not None:
+        if not isinstance(value, list):
+            return value
+        changed = False
+        items = []
+        for item in value:
+            new = _dispatch(item, rule.items, rev, strict)
+            changed = changed or new is not item
+            items.append(new)
+        return items if changed else value
+    if rule.values is not None and isinstance(value, dict):
+        out = {k: _dispatch(v, rule.values, rev, strict) for k, v in value.items()}
+        return out if any(out[k] is not value[k] for k in value) else value
+    return value
+
+
+def _dispatch(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
+    if shape in UNION_SHAPES:
+        return _union(value, shape, rev, strict)
+    return _object(value, shape, rev, strict)
+
+
+def _meta(value: Any, where: str, rev: Revision) -> Any:
+    if not isinstance(value, dict):
+        return value
+    drop = _META_DROPS[(where, rev)]
+    if not drop or drop.isdisjoint(value):
+        return value
+    return {k: v for k, v in value.items() if k not in drop}
+
+
+def _union(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
+    if not isinstance(value, dict):
+        return value
+    union = UNION_SHAPES[shape]
+    tag = value.get(union.discriminator)
+    variant = union.variants.get(tag) if isinstance(tag, str) else None
+    if variant is None:
+        return value  # a block type no revision defines: carried as it came
+    if not variant.defined_in(rev):
+        converted = _convert_block(value, rev)
+        return _union(converted, shape, rev, strict)
+    return _object(value, variant.shape, rev, strict)
+
+
+def _convert_block(block: Mapping[str, Any], rev: Revision) -> dict[str, Any]:
+    """A content block ``rev`` cannot parse, as one it can (same information)."""
+    kind = block.get("type")
+    if kind == "audio" and rev < R25A:
+        mime = block.get("mimeType") or "application/octet-stream"
+        return {
+            "type": "resource",
+            "resource": {
+                "uri": f"urn:mcpx:inline-audio:{mime}",
+                "mimeType": mime,
+                "blob": block.get("data", ""),
+            },
+        }
+    if kind == "resource_link" and rev < R25B:
+        name = block.get("title") or block.get("name") or block.get("uri", "")
+        text = f"Resource link: {name} <{block.get('uri', '')}>"
+        if block.get("description"):
+            text += f" — {block['description']}"
+        if block.get("mimeType"):
+            text += f" ({block['mimeType']})"
+        return {"type": "text", "text": text}
+    raise AssertionError(f"no conversion for content block {kind!r} at {rev}")  # pragma: no cover
+
+
+def _structured_allowed(value: Any, rev: Revision) -> bool:
+    if rev < R25B:
+        return False
+    if rev < R26:
+        return isinstance(value, dict)
+    return True
+
+
+def _call_tool_result(original: Mapping[str, Any], out: dict[str, Any] | None, rev: Revision) -> Any:
+    if "structuredContent" not in original:
+        return out
+    structured = original["structuredContent"]
+    if _structured_allowed(structured, rev):
+        return out
+    current = out if out is not None else dict(original)
+    current.pop("structuredContent", None)
+    content = current.get("content")
+    blocks = list(content) if isinstance(content, list) else []
+    if not any(isinstance(b, dict) and b.get("type") == "text" for b in blocks):
+        blocks.append({"type": "text", "text": orjson.dumps(structured).decode()})
+        current["content"] = blocks
+    return current
+
+
+def _tool(original: Mapping[str, Any], out: dict[str, Any] | None, rev: Revision) -> Any:
+    schema = original.get("outputSchema")
+    if schema is None or rev >= R26 or rev < R25B:
+        return out
+    if isinstance(schema, dict) and schema.get("type") == "object":
+        return out
+    current = out if out is not None else dict(original)
+    current.pop("outputSchema", None)
+    return current
+
+
+# --------------------------------------------------------------------------
+# The 2026-07-28 envelope and error codes
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ages:
+    """``protoMessages.listMaxAge`` / ``readMaxAge`` in milliseconds."""
+
+    list_ms: int = 60_000
+    read_ms: int = 0
+
+
+def envelope(
+    result: Mapping[str, Any],
+    method: str,
+    server_info: Mapping[str, Any],
+    ages: Ages,
+) -> dict[str, Any]:
+    """``result`` with the fields 2026-07-28 requires (a new dict; the input is untouched).
+
+    ``resultType`` defaults to ``"complete"``; only a complete result carries
+    cache hints, and an ``input_required`` result carries none (digest §11).
+    """
+    out = dict(result)
+    result_type = out.setdefault("resultType", "complete")
+    meta = out.get("_meta")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta.setdefault(META_SERVER_INFO, server_info)
+    out["_meta"] = meta
+    cache = CACHEABLE.get(method)
+    if cache is not None and result_type == "complete":
+        out.setdefault("ttlMs", ages.list_ms if cache.age == "list" else ages.read_ms)
+        out.setdefault("cacheScope", cache.scope)
+    return out
+
+
+def downgrade_error(code: int, data: Any, rev: Revision) -> tuple[int, Any]:
+    """An MCP-specific code ``rev`` does not define becomes ``-32602`` (data kept).
+
+    The main case is ``-32002`` (resource not found), which 2026-07-28 replaced
+    with ``-32602`` carrying ``data.uri`` (digest §15).
+    """
+    span = ERROR_CODES.get(code)
+    if span is None:
+        return code, data
+    since, removed_in = span
+    if since <= rev and (removed_in is None or rev < removed_in):
+        return code, data
+    return INVALID_PARAMS, data

@@ -1,0 +1,1164 @@
+"""The server session: one downstream peer, both eras, as a pure state machine.
+
+Rules (seed §1, §2.1–2.4; digest §3, §14):
+
+* **Legacy peers negotiate once.**  ``initialize`` picks the revision for the
+  connection: the one the client asked for when mcpx speaks it, otherwise a
+  counter-offer of the newest legacy revision mcpx speaks — never an error.
+  ``notifications/initialized`` moves the connection to READY.  A second
+  ``initialize`` is ``-32600``.
+* **Modern peers restate everything.**  A request whose ``params._meta``
+  carries ``io.modelcontextprotocol/protocolVersion`` (or the capabilities
+  key) is judged on its own, whatever the connection negotiated: both keys
+  must be present (``-32602`` otherwise), the version must be one mcpx serves
+  per request (``-32022`` with ``data.supported`` otherwise), and nothing is
+  remembered for the next request.  ``server/discover`` without ``_meta`` is
+  ``-32602``.
+* **A request that declared nothing** on a connection that never
+  negotiated is judged as 2024-11-05, the revision every newer one
+  understands (seed §1: guessing downward is recoverable).
+* **Removal is method-not-found.**  A method the peer's revision removed
+  (``initialize``, ``ping``, ``logging/setLevel``, ``resources/subscribe``,
+  ``resources/unsubscribe``, ``tasks/result``, ``tasks/list`` for
+  2026-07-28) is ``-32601``; every older revision is answered.
+* **Accept liberally.**  A method introduced after the peer's revision that
+  mcpx implements (``subscriptions/listen``, core ``tasks/*``) is answered,
+  in the shape of the revision that defines it; it is declared only under
+  that revision.
+* **Send conservatively.**  Every result is built in the newest shape and
+  cut to the peer's revision by ``downgrade``; capabilities are declared per
+  revision; progress only for a request that asked with a progress token, never
+  backwards; log messages only at or above the level the request (2026-07-28)
+  or the connection (``logging/setLevel``) asked for.
+* Server-initiated request ids are negative, so they can never collide with
+  the peer's own ids in a table keyed by id.
+* ``notifications/cancelled`` cancels the named request; nothing more is sent
+  for it.  ``initialize`` cannot be cancelled.
+* **End of input** gives requests in flight ``drain`` seconds to answer, then
+  cancels them; open ``subscriptions/listen`` requests get their final result.
+
+Theory of operation: the connection-level legacy state lives in
+``_TRANSITIONS``, a table from (state, input) to (effect, next state); a
+missing pair is a ``LocalProtocolError``.  Everything per request lives in
+``_InFlight`` records keyed by an opaque integer token.  Inputs are
+``receive_message``, ``receive_batch``, ``receive_invalid``, ``receive_eof``
+and ``handle_timer``, plus the application's ``respond``/``respond_error``/
+``progress``/``log``/``notify_*``.  Outputs are drained with
+``next_actions()`` after each input.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from ._actions import (
+    Action,
+    CancelRequest,
+    Close,
+    HandleRequest,
+    PeerReplied,
+    RequestContext,
+    Send,
+    Trace,
+)
+from ._downgrade import Ages, downgrade, downgrade_error, envelope
+from ._errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+from ._jsonrpc import (
+    ErrorResponse,
+    InvalidMessage,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    is_request_id,
+    parse_message,
+)
+from ._policy import SpecPolicy
+from ._revisions import (
+    EXTENSION_METHODS,
+    LEGACY_REVISIONS,
+    LOG_LEVELS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_PROTOCOL_VERSION,
+    META_SUBSCRIPTION_ID,
+    MODERN_REVISIONS,
+    OLDEST,
+    REVISIONS,
+    TASKS_EXTENSION,
+    Revision,
+    Sender,
+    method_rule,
+)
+
+__all__ = ["ConnectionState", "ServerConfig", "ServerSession"]
+
+
+class ConnectionState(enum.Enum):
+    NEW = "new"  # nothing negotiated: legacy requests are judged as 2024-11-05
+    INITIALIZING = "initializing"  # initialize answered; waiting for notifications/initialized
+    READY = "ready"
+    CLOSING = "closing"  # end of input; answering what is in flight
+    CLOSED = "closed"
+
+
+class _Input(enum.Enum):
+    INITIALIZE = "initialize"
+    BAD_INITIALIZE = "initialize that cannot be accepted"
+    INITIALIZED = "notifications/initialized"
+    REQUEST = "request"
+    NOTIFICATION = "notification"
+    RESPONSE = "response"
+    END_OF_INPUT = "end of input"
+    DRAINED = "drained"
+
+
+_NEW, _INIT, _READY, _CLOSING, _CLOSED = (
+    ConnectionState.NEW,
+    ConnectionState.INITIALIZING,
+    ConnectionState.READY,
+    ConnectionState.CLOSING,
+    ConnectionState.CLOSED,
+)
+
+_TRANSITIONS: Final[dict[tuple[ConnectionState, _Input], tuple[str, ConnectionState]]] = {
+    (_NEW, _Input.INITIALIZE): ("_negotiate", _INIT),
+    (_NEW, _Input.BAD_INITIALIZE): ("_reject_initialize", _NEW),
+    (_NEW, _Input.INITIALIZED): ("_ignore", _NEW),  # premature: nothing was negotiated
+    (_NEW, _Input.REQUEST): ("_serve", _NEW),
+    (_NEW, _Input.NOTIFICATION): ("_notification", _NEW),
+    (_NEW, _Input.RESPONSE): ("_peer_response", _NEW),
+    (_NEW, _Input.END_OF_INPUT): ("_start_drain", _CLOSING),
+    (_INIT, _Input.INITIALIZE): ("_already_initialized", _INIT),
+    (_INIT, _Input.BAD_INITIALIZE): ("_already_initialized", _INIT),
+    (_INIT, _Input.INITIALIZED): ("_ignore", _READY),
+    (_INIT, _Input.REQUEST): ("_serve", _INIT),
+    (_INIT, _Input.NOTIFICATION): ("_notification", _INIT),
+    (_INIT, _Input.RESPONSE): ("_peer_response", _INIT),
+    (_INIT, _Input.END_OF_INPUT): ("_start_drain", _CLOSING),
+    (_READY, _Input.INITIALIZE): ("_already_initialized", _READY),
+    (_READY, _Input.BAD_INITIALIZE): ("_already_initialized", _READY),
+    (_READY, _Input.INITIALIZED): ("_ignore", _READY),
+    (_READY, _Input.REQUEST): ("_serve", _READY),
+    (_READY, _Input.NOTIFICATION): ("_notification", _READY),
+    (_READY, _Input.RESPONSE): ("_peer_response", _READY),
+    (_READY, _Input.END_OF_INPUT): ("_start_drain", _CLOSING),
+    (_CLOSING, _Input.DRAINED): ("_closed", _CLOSED),
+}
+"""Connection-level transitions.  Requests are judged one by one in ``_serve``;
+what is missing here (input after end of input, a second end) is illegal."""
+
+# Methods the session answers itself; everything else legal goes to the application.
+_CORE_METHODS: Final = frozenset(
+    {
+        "ping",
+        "server/discover",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "subscriptions/listen",
+        "tasks/get",
+        "tasks/result",
+        "tasks/cancel",
+        "tasks/list",
+        "tasks/update",
+    }
+)
+
+# The server capability a method needs; calling one the server did not
+# declare is -32601 (2026-07-28 basic/index; every revision's server pages).
+_NEEDS_CAPABILITY: Final[dict[str, tuple[str, ...]]] = {
+    "tools/list": ("tools",),
+    "tools/call": ("tools",),
+    "prompts/list": ("prompts",),
+    "prompts/get": ("prompts",),
+    "resources/list": ("resources",),
+    "resources/templates/list": ("resources",),
+    "resources/read": ("resources",),
+    "resources/subscribe": ("resources", "subscribe"),
+    "resources/unsubscribe": ("resources", "subscribe"),
+    "completion/complete": ("completions",),
+    "logging/setLevel": ("logging",),
+}
+
+_LIST_CHANGED_KINDS: Final = {"tools", "prompts", "resources"}
+_LEVEL_RANK: Final = {level: i for i, level in enumerate(LOG_LEVELS)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    """What a server session needs to know about the server it fronts.
+
+    ``capabilities`` is the server's declaration in the newest spelling (a
+    union over revisions: ``tasks`` is cut away for anything but 2025-11-25,
+    ``extensions`` for anything but 2026-07-28).  ``revisions`` restricts the
+    revisions this server speaks (all five by default).  ``drain`` is
+    ``transport.stdioDrain``: seconds requests in flight get after end of
+    input.
+    """
+
+    server_info: Mapping[str, Any]
+    capabilities: Mapping[str, Any]
+    instructions: str | None = None
+    policy: SpecPolicy = field(default_factory=SpecPolicy.default)
+    revisions: tuple[Revision, ...] = REVISIONS
+    ages: Ages = field(default_factory=Ages)
+    drain: float = 2.0
+    trace: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.revisions:
+            raise ValueError("a server must speak at least one revision")
+        if not isinstance(self.server_info.get("name"), str) or not isinstance(
+            self.server_info.get("version"), str
+        ):
+            raise ValueError("server_info needs a string name and version")
+
+
+@dataclass(slots=True)
+class _Listen:
+    tools: bool
+    prompts: bool
+    resources: bool
+    uris: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Batch:
+    token: int
+    pending: int
+    replies: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _InFlight:
+    token: int
+    id: RequestId
+    method: str
+    revision: Revision  # the peer's revision for this request
+    shape_revision: Revision  # the revision whose shapes the result takes
+    modern: bool
+    stream: int
+    dispatched: bool
+    progress_token: str | int | None = None
+    last_progress: float | None = None
+    log_level: str | None = None
+    batch: _Batch | None = None
+    listen: _Listen | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Judgement:
+    revision: Revision
+    modern: bool
+    capabilities: Mapping[str, Any]
+    client_info: Mapping[str, Any] | None
+    log_level: str | None
+
+
+class ServerSession:
+    """The server side of one connection; see the module docstring for the rules.
+
+    Drive it with ``receive_message``/``receive_batch``/``receive_invalid``/
+    ``receive_eof``; after each call (and after ``respond``, ``progress``,
+    ``log``, ``notify_*``) drain ``next_actions()`` and carry them out.
+    ``newline=True`` appends ``\\n`` to every payload (stdio framing).
+    ``can_push`` says whether this connection can carry unsolicited messages
+    (a stdio pipe can; a sessionless HTTP POST cannot) — without it, legacy
+    ``listChanged``/``subscribe`` are not declared.
+    """
+
+    def __init__(self, config: ServerConfig, *, newline: bool = False, can_push: bool = True) -> None:
+        self.config = config
+        self._dump_option = orjson.OPT_APPEND_NEWLINE if newline else 0
+        self._can_push = can_push
+        self._state = ConnectionState.NEW
+        self._actions: list[Action] = []
+        self._next_token = 1
+        self._next_server_id = -1
+        self._inflight: dict[int, _InFlight] = {}
+        self._cancelled_tokens: set[int] = set()  # cancelled, handler not yet reported back
+        self._by_peer_id: dict[RequestId, int] = {}
+        self._outgoing: dict[int, str] = {}  # server request id -> method
+        self._negotiated: Revision | None = None
+        self._client_capabilities: Mapping[str, Any] = {}
+        self._client_info: Mapping[str, Any] | None = None
+        self._log_level: str | None = None
+        self._subscriptions: set[str] = set()
+        self._drain_deadline: float | None = None
+        self._legacy = tuple(r for r in LEGACY_REVISIONS if r in config.revisions)
+        self._modern = tuple(r for r in MODERN_REVISIONS if r in config.revisions)
+        self._caps = {rev: self._cut_capabilities(rev) for rev in REVISIONS}
+
+    # ------------------------------------------------------------------
+    # Introspection
+    # ------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    @property
+    def negotiated_revision(self) -> Revision | None:
+        """The revision ``initialize`` agreed on, or ``None`` before (or without) it."""
+        return self._negotiated
+
+    @property
+    def in_flight(self) -> int:
+        """Requests received and not yet answered (including open listens)."""
+        return len(self._inflight)
+
+    def capabilities_for(self, rev: Revision) -> Mapping[str, Any]:
+        """The server capabilities this session declares to a peer on ``rev``."""
+        return self._caps[rev]
+
+    def next_actions(self) -> list[Action]:
+        """Everything queued since the last call, in order.  Call after every input."""
+        actions, self._actions = self._actions, []
+        return actions
+
+    def get_timer(self) -> float | None:
+        """When ``handle_timer`` must next be called, or ``None``."""
+        return self._drain_deadline if self._state is _CLOSING else None
+
+    # ------------------------------------------------------------------
+    # Inputs from the peer
+    # ------------------------------------------------------------------
+
+    def receive_message(self, message: Message) -> None:
+        """One message from the peer."""
+        self._receive(message, None)
+
+    def receive_json(self, obj: Any) -> None:
+        """One decoded JSON value: a message or (2025-03-26) a batch."""
+        if isinstance(obj, list):
+            self.receive_batch(obj)
+            return
+        try:
+            message = parse_message(obj)
+        except InvalidMessage as exc:
+            self.receive_invalid(exc)
+            return
+        self._receive(message, None)
+
+    def receive_invalid(self, error: RemoteProtocolError) -> None:
+        """A frame that could not be read: answer it and carry on."""
+        self._check_open()
+        request_id = error.request_id if isinstance(error, InvalidMessage) else None
+        if request_id is not None and request_id in self._by_peer_id:
+            request_id = None  # never answer for a request that is still running
+        self._send_error(request_id, error.code, error.message, error.data, self._peer_revision(), None)
+
+    def receive_batch(self, items: list[Any]) -> None:
+        """A JSON-RPC batch: defined by 2025-03-26 only (digest §5)."""
+        self._check_open()
+        rev = self._peer_revision()
+        if rev is not Revision.V2025_03_26:
+            self._send_error(
+                None,
+                INVALID_REQUEST,
+                f"JSON-RPC batches are defined only in MCP 2025-03-26; this connection is on {rev}. "
+                "Send each message on its own.",
+                None,
+                rev,
+                None,
+            )
+            return
+        if not items:
+            self._send_error(None, INVALID_REQUEST, "Invalid Request: empty batch", None, rev, None)
+            return
+        batch = _Batch(token=self._take_token(), pending=0)
+        messages: list[Message] = []
+        for item in items:
+            try:
+                message = parse_message(item)
+            except InvalidMessage as exc:
+                batch.replies.append(
+                    ErrorResponse(id=exc.request_id, code=exc.code, message=exc.message).to_obj()
+                )
+                continue
+            if isinstance(message, Request) and message.method == "initialize":
+                batch.replies.append(
+                    message.reply_error(INVALID_REQUEST, "initialize must not be part of a batch").to_obj()
+                )
+                continue
+            messages.append(message)
+        # Count every request first, so the batch is answered only once all are.
+        batch.pending = sum(isinstance(m, Request) for m in messages)
+        for message in messages:
+            self._receive(message, batch)
+        self._flush_batch(batch)
+
+    def receive_eof(self, now: float) -> None:
+        """The peer closed its side: drain what is in flight, then close."""
+        self._transition(_Input.END_OF_INPUT, now)
+
+    def handle_timer(self, now: float) -> None:
+        """Call when ``get_timer()``'s deadline has passed."""
+        if self._state is _CLOSING and self._drain_deadline is not None and now >= self._drain_deadline:
+            for rec in list(self._inflight.values()):
+                self._cancel(rec, "the peer closed its input and the drain time ran out")
+            self._transition(_Input.DRAINED, now)
+
+    # ------------------------------------------------------------------
+    # Inputs from the application
+    # ------------------------------------------------------------------
+
+    def respond(self, token: int, result: Mapping[str, Any]) -> None:
+        """Answer request ``token`` with ``result`` (newest shape; it is never edited)."""
+        rec = self._take(token)
+        if rec is None:
+            return
+        self._reply(rec, Response(id=rec.id, result=self._shape_result(rec, result)).to_obj())
+
+    def respond_error(self, token: int, code: int, message: str, data: Any = None) -> None:
+        """Answer request ``token`` with a JSON-RPC error."""
+        rec = self._take(token)
+        if rec is None:
+            return
+        code, data = downgrade_error(code, data, rec.revision)
+        self._reply(rec, ErrorResponse(id=rec.id, code=code, message=message, data=data).to_obj())
+
+    def discard(self, token: int) -> None:
+        """Acknowledge that the handler of a cancelled request has stopped.
+
+        Only legal after a ``CancelRequest`` for ``token``; a request that was
+        not cancelled must be answered with ``respond``/``respond_error``.
+        """
+        if token not in self._cancelled_tokens:
+            raise LocalProtocolError(f"token {token} was not cancelled; answer it instead")
+        self._cancelled_tokens.discard(token)
+
+    def progress(
+        self, token: int, progress: float, total: float | None = None, message: str | None = None
+    ) -> bool:
+        """Report progress on request ``token``; returns whether it was sent.
+
+        Dropped when the request gave no progress token, was cancelled or
+        answered, or when ``progress`` does not exceed the last report (every
+        revision requires progress to increase).
+        """
+        rec = self._inflight.get(token)
+        if rec is None or rec.progress_token is None:
+            return False
+        if rec.last_progress is not None and not progress > rec.last_progress:
+            return False
+        rec.last_progress = progress
+        params: dict[str, Any] = {"progressToken": rec.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self._notify("notifications/progress", params, "ProgressNotificationParams", rec.revision, rec.stream)
+        return True
+
+    def log(self, level: str, data: Any, *, logger: str | None = None, token: int | None = None) -> bool:
+        """Send a log message, if the request (or connection) asked for this level.
+
+        With ``token`` the message belongs to that request: for 2026-07-28 it
+        is sent only when the request's ``_meta`` set a log level, on that
+        request's stream.  Without one it is a connection-level message, which
+        only a legacy peer can receive.
+        """
+        if level not in _LEVEL_RANK:
+            raise LocalProtocolError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        rec = self._inflight.get(token) if token is not None else None
+        if token is not None and rec is None:
+            return False
+        stream: int | None
+        if rec is not None and rec.modern:
+            threshold, rev, stream = rec.log_level, rec.revision, rec.stream
+        else:
+            if self._negotiated is None and rec is None:
+                return False
+            threshold = self._log_level if self._log_level is not None else self._default_log_level()
+            rev = rec.revision if rec is not None else (self._negotiated or OLDEST)
+            stream = rec.stream if rec is not None else None
+            if "logging" not in self._caps[rev]:
+                return False
+        if threshold is None or _LEVEL_RANK[level] < _LEVEL_RANK[threshold]:
+            return False
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        self._notify("notifications/message", params, "LoggingMessageNotificationParams", rev, stream)
+        return True
+
+    def notify_list_changed(self, kind: str) -> None:
+        """The server's ``kind`` list ("tools", "prompts", "resources") changed."""
+        if kind not in _LIST_CHANGED_KINDS:
+            raise LocalProtocolError(f"kind must be one of {sorted(_LIST_CHANGED_KINDS)}")
+        method = f"notifications/{kind}/list_changed"
+        rev = self._negotiated
+        if self._state is _READY and rev is not None:
+            cap = self._caps[rev].get(kind)
+            if isinstance(cap, dict) and cap.get("listChanged"):
+                self._notify(method, None, "ListChangedNotificationParams", rev, None)
+        for rec in self._listens():
+            assert rec.listen is not None
+            if getattr(rec.listen, kind):
+                self._notify(
+                    method, {"_meta": {META_SUBSCRIPTION_ID: rec.id}}, None, rec.shape_revision, rec.stream
+                )
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Resource ``uri`` changed: tell whoever subscribed to it."""
+        rev = self._negotiated
+        if self._state is _READY and rev is not None and uri in self._subscriptions:
+            self._notify(
+                "notifications/resources/updated",
+                {"uri": uri},
+                "ResourceUpdatedNotificationParams",
+                rev,
+                None,
+            )
+        for rec in self._listens():
+            assert rec.listen is not None
+            if uri in rec.listen.uris:
+                self._notify(
+                    "notifications/resources/updated",
+                    {"uri": uri, "_meta": {META_SUBSCRIPTION_ID: rec.id}},
+                    None,
+                    rec.shape_revision,
+                    rec.stream,
+                )
+
+    def send_request(
+        self, method: str, params: Mapping[str, Any] | None = None, *, related: int | None = None
+    ) -> int:
+        """Send a server-to-client request; returns its (negative) id.
+
+        Only a legacy peer that finished ``initialize`` can receive one, and
+        only a method its revision defines.  The answer arrives as a
+        ``PeerReplied`` action.
+        """
+        rev = self._negotiated
+        if self._state is not _READY or rev is None:
+            raise LocalProtocolError("a server request needs a legacy connection that finished initialize")
+        rule = method_rule(method, sender=Sender.SERVER)
+        if rule is None or not rule.defined_in(rev):
+            raise LocalProtocolError(f"{method} is not a server request in MCP {rev}")
+        request_id = self._next_server_id
+        self._next_server_id -= 1
+        self._outgoing[request_id] = method
+        stream = self._inflight[related].stream if related is not None and related in self._inflight else None
+        self._emit(Request(id=request_id, method=method, params=params).to_obj(), stream, False)
+        return request_id
+
+    # ------------------------------------------------------------------
+    # Dispatch of peer input
+    # ------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._state in (_CLOSING, _CLOSED):
+            raise LocalProtocolError("input after end of input")
+
+    def _receive(self, message: Message, batch: _Batch | None) -> None:
+        self._check_open()
+        if isinstance(message, Request):
+            if self._is_legacy_initialize(message):
+                ok = self._initialize_problem(message) is None
+                self._transition(_Input.INITIALIZE if ok else _Input.BAD_INITIALIZE, message)
+            else:
+                self._transition(_Input.REQUEST, message, batch)
+        elif isinstance(message, Notification):
+            kind = (
+                _Input.INITIALIZED if message.method == "notifications/initialized" else _Input.NOTIFICATION
+            )
+            self._transition(kind, message)
+        else:
+            self._transition(_Input.RESPONSE, message)
+
+    def _transition(self, event: _Input, *args: Any) -> None:
+        try:
+            effect, new_state = _TRANSITIONS[(self._state, event)]
+        except KeyError:
+            raise LocalProtocolError(f"{event.value} is not allowed in state {self._state.value}") from None
+        old_state = self._state
+        self._state = new_state
+        try:
+            getattr(self, effect)(*args)
+        except BaseException:
+            self._state = old_state
+            raise
+
+    @staticmethod
+    def _is_legacy_initialize(message: Request) -> bool:
+        if message.method != "initialize":
+            return False
+        meta = message.meta
+        return META_PROTOCOL_VERSION not in meta and META_CLIENT_CAPABILITIES not in meta
+
+    # -- transition effects ---------------------------------------------
+
+    def _ignore(self, *_: Any) -> None:
+        pass
+
+    def _initialize_problem(self, req: Request) -> tuple[int, str, Any] | None:
+        """Why this legacy ``initialize`` cannot be accepted, or ``None``."""
+        if req.id in self._by_peer_id:
+            return (INVALID_REQUEST, f"request id {req.id!r} is already in use by a request in flight", None)
+        if not isinstance((req.params or {}).get("protocolVersion"), str):
+            return (
+                INVALID_PARAMS,
+                "initialize needs params.protocolVersion, a string naming the revision the client speaks",
+                None,
+            )
+        if not self._legacy:
+            return (
+                METHOD_NOT_FOUND,
+                "this server speaks only per-request revisions; send server/discover with _meta instead",
+                {"supported": [str(r) for r in self._modern]},
+            )
+        return None
+
+    def _reject_initialize(self, req: Request) -> None:
+        problem = self._initialize_problem(req)
+        assert problem is not None
+        code, message, data = problem
+        self._send_error(req.id, code, message, data, OLDEST, self._take_token())
+
+    def _negotiate(self, req: Request) -> None:
+        params = req.params or {}
+        requested = params["protocolVersion"]
+        chosen = next((r for r in self._legacy if r == requested), None)
+        counter_offer = chosen is None
+        if chosen is None:
+            chosen = self._legacy[-1]
+        caps = params.get("capabilities")
+        self._client_capabilities = caps if isinstance(caps, dict) else {}
+        info = params.get("clientInfo")
+        self._client_info = info if isinstance(info, dict) else None
+        self._negotiated = chosen
+        self._trace(
+            "negotiated",
+            requested=requested,
+            chosen=str(chosen),
+            counter_offer=counter_offer,
+        )
+        result: dict[str, Any] = {
+            "protocolVersion": str(chosen),
+            "capabilities": self._caps[chosen],
+            "serverInfo": downgrade(self.config.server_info, "Implementation", chosen),
+        }
+        if self.config.instructions:
+            result["instructions"] = self.config.instructions
+        self._emit(Response(id=req.id, result=result).to_obj(), self._take_token(), True)
+
+    def _already_initialized(self, req: Request) -> None:
+        self._send_error(
+            req.id,
+            INVALID_REQUEST,
+            f"this connection already negotiated MCP {self._negotiated}; "
+            "initialize is sent once per connection",
+            None,
+            self._negotiated or OLDEST,
+            self._take_token(),
+        )
+
+    def _serve(self, req: Request, batch: _Batch | None = None) -> None:
+        token = self._take_token()
+        # Every request gets a token, answered or refused, so its reply names
+        # the stream it belongs to.
+        stream = batch.token if batch is not None else token
+        if req.id in self._by_peer_id:
+            self._error_in(
+                batch,
+                req.id,
+                INVALID_REQUEST,
+                f"request id {req.id!r} is already in use by a request still in flight; ids must be unique",
+                None,
+                self._peer_revision(),
+                stream,
+            )
+            return
+        try:
+            judged = self._judge(req)
+            rule_since = self._check_method(req, judged)
+        except RemoteProtocolError as exc:
+            self._error_in(
+                batch, req.id, exc.code, exc.message, exc.data, self._attempted_revision(req), stream
+            )
+            return
+        meta = req.meta
+        progress_token = meta.get("progressToken")
+        rec = _InFlight(
+            token=token,
+            id=req.id,
+            method=req.method,
+            revision=judged.revision,
+            shape_revision=max(judged.revision, rule_since),
+            modern=judged.modern,
+            stream=stream,
+            dispatched=req.method not in _CORE_METHODS,
+            progress_token=progress_token if is_request_id(progress_token) else None,
+            log_level=judged.log_level,
+            batch=batch,
+        )
+        self._inflight[token] = rec
+        self._by_peer_id[req.id] = token
+        if rec.dispatched:
+            context = RequestContext(
+                token=token,
+                request_id=req.id,
+                method=req.method,
+                revision=judged.revision,
+                client_capabilities=judged.capabilities,
+                client_info=judged.client_info,
+                log_level=judged.log_level if judged.modern else self._log_level,
+                progress_token=rec.progress_token,
+                meta=meta,
+            )
+            self._actions.append(
+                HandleRequest(token=token, method=req.method, params=req.params or {}, context=context)
+            )
+        else:
+            self._core_request(rec, req, judged)
+
+    def _notification(self, note: Notification) -> None:
+        if note.method == "notifications/cancelled":
+            params = note.params or {}
+            request_id = params.get("requestId")
+            token = self._by_peer_id.get(request_id) if is_request_id(request_id) else None
+            if token is None:
+                return  # late or unknown: ignored, as every revision asks
+            rec = self._inflight[token]
+            reason = params.get("reason")
+            self._trace("cancelled", request_id=rec.id, reason=reason)
+            self._cancel(rec, reason if isinstance(reason, str) else None)
+            if rec.batch is not None:
+                rec.batch.pending -= 1
+                self._flush_batch(rec.batch)
+            self._maybe_drained()
+        # Every other notification (progress, roots/list_changed, …) needs no
+        # reply; unknown ones are ignored, as JSON-RPC asks.
+
+    def _peer_response(self, message: Response | ErrorResponse) -> None:
+        if message.id is None or message.id not in self._outgoing:
+            self._trace("unmatched-response", id=message.id)
+            return
+        request_id = message.id
+        assert isinstance(request_id, int)
+        del self._outgoing[request_id]
+        if isinstance(message, Response):
+            self._actions.append(PeerReplied(token=request_id, result=message.result))
+        else:
+            self._actions.append(PeerReplied(token=request_id, error=message.error_object()))
+
+    def _start_drain(self, now: float) -> None:
+        self._drain_deadline = now + self.config.drain
+        for rec in list(self._listens()):
+            self._finish_listen(rec)  # the last one may complete the drain
+        self._maybe_drained()
+
+    def _closed(self, *_: Any) -> None:
+        self._drain_deadline = None
+        self._actions.append(Close())
+
+    # ------------------------------------------------------------------
+    # Judging a request
+    # ------------------------------------------------------------------
+
+    def _judge(self, req: Request) -> _Judgement:
+        meta = req.meta
+        params = req.params or {}
+        has_meta = isinstance(params.get("_meta"), dict)
+        if (
+            META_PROTOCOL_VERSION in meta
+            or META_CLIENT_CAPABILITIES in meta
+            or req.method == "server/discover"
+        ):
+            return self._judge_modern(req, meta, has_meta)
+        rev = self._negotiated or OLDEST
+        return _Judgement(
+            revision=rev,
+            modern=False,
+            capabilities=self._client_capabilities,
+            client_info=self._client_info,
+            log_level=None,
+        )
+
+    def _judge_modern(self, req: Request, meta: Mapping[str, Any], has_meta: bool) -> _Judgement:
+        version = meta.get(META_PROTOCOL_VERSION)
+        caps = meta.get(META_CLIENT_CAPABILITIES)
+        if not isinstance(version, str) or not isinstance(caps, dict):
+            missing = []
+            if not isinstance(version, str):
+                missing.append(f"{META_PROTOCOL_VERSION} (a string)")
+            if not isinstance(caps, dict):
+                missing.append(f"{META_CLIENT_CAPABILITIES} (an object)")
+            where = "params._meta" if has_meta else "params._meta (absent)"
+            raise RemoteProtocolError(
+                f"Invalid params: {where} must carry {' and '.join(missing)}; a 2026-07-28 request "
+                "restates its protocol version and client capabilities on every request",
+                code=INVALID_PARAMS,
+            )
+        rev = next((r for r in self._modern if r == version), None)
+        if rev is None:
+            supported = [str(r) for r in self._modern]
+            self._trace("unsupported-version", request_id=req.id, requested=version)
+            hint = (
+                f"use one of {', '.join(supported)} in _meta, or negotiate {version} with initialize"
+                if version in REVISIONS
+                else f"use one of {', '.join(supported)}"
+            )
+            raise RemoteProtocolError(
+                f"Unsupported protocol version {version!r} in params._meta; {hint}",
+                code=UNSUPPORTED_PROTOCOL_VERSION,
+                data={"supported": supported, "requested": version},
+            )
+        level = meta.get(META_LOG_LEVEL)
+        if level is not None and level not in _LEVEL_RANK:
+            raise RemoteProtocolError(
+                f"Invalid params: {META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}",
+                code=INVALID_PARAMS,
+            )
+        info = meta.get(META_CLIENT_INFO)
+        self._trace("judged", request_id=req.id, revision=str(rev), era="modern")
+        return _Judgement(
+            revision=rev,
+            modern=True,
+            capabilities=caps,
+            client_info=info if isinstance(info, dict) else None,
+            log_level=level if isinstance(level, str) else None,
+        )
+
+    def _check_method(self, req: Request, judged: _Judgement) -> Revision:
+        """Raise the error a request for this method earns; return its defining revision."""
+        rev = judged.revision
+        method = req.method
+        rule = method_rule(method, sender=Sender.CLIENT)
+        ext_methods = EXTENSION_METHODS[TASKS_EXTENSION]
+        if judged.modern and method in ext_methods:
+            declared = judged.capabilities.get("extensions")
+            if not (isinstance(declared, dict) and TASKS_EXTENSION in declared):
+                raise RemoteProtocolError(
+                    f"{method} belongs to the {TASKS_EXTENSION} extension; declare it in "
+                    "clientCapabilities.extensions on this request",
+                    code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+                )
+            return rev
+        if rule is None:
+            raise RemoteProtocolError(f"Method not found: {method}", code=METHOD_NOT_FOUND, http_status=404)
+        if rule.removed_for(rev):
+            self._trace("removed-method", request_id=req.id, method=method, revision=str(rev))
+            instead = f"; use {rule.replacement}" if rule.replacement else ""
+            raise RemoteProtocolError(
+                f"Method not found: {method} was removed in MCP {rule.removed_in}{instead}",
+                code=METHOD_NOT_FOUND,
+                http_status=404,
+            )
+        needs = _NEEDS_CAPABILITY.get(method)
+        if needs is not None and not self._declares(needs, rev):
+            raise RemoteProtocolError(
+                f"Method not found: this server does not offer {'.'.join(needs)} ({method})",
+                code=METHOD_NOT_FOUND,
+                http_status=404,
+            )
+        return rule.since
+
+    def _declares(self, path: tuple[str, ...], rev: Revision) -> bool:
+        node: Any = self.config.capabilities
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return False
+            node = node[key]
+        return node is not False and node is not None
+
+    # ------------------------------------------------------------------
+    # Methods the session answers itself
+    # ------------------------------------------------------------------
+
+    def _core_request(self, rec: _InFlight, req: Request, judged: _Judgement) -> None:
+        handler = _CORE_HANDLERS[req.method]
+        try:
+            result = handler(self, rec, req.params or {}, judged)
+        except RemoteProtocolError as exc:
+            self.respond_error(rec.token, exc.code, exc.message, exc.data)
+            return
+        if result is not None:
+            self.respond(rec.token, result)
+
+    def _ping(self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement) -> dict[str, Any]:
+        return {}
+
+    def _discover(self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": [str(r) for r in self._modern],
+            "capabilities": self._caps[judged.revision],
+        }
+        if self.config.instructions:
+            result["instructions"] = self.config.instructions
+        return result
+
+    def _set_level(self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement) -> dict[str, Any]:
+        level = params.get("level")
+        if level not in _LEVEL_RANK:
+            raise RemoteProtocolError(
+                f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}", code=INVALID_PARAMS
+            )
+        assert isinstance(level, str)
+        self._log_level = level
+        return {}
+
+    def _subscribe(self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise RemoteProtocolError("Invalid params: uri must be a string", code=INVALID_PARAMS)
+        if rec.method == "resources/subscribe":
+            self._subscriptions.add(uri)
+        else:
+            self._subscriptions.discard(uri)
+        return {}
+
+    def _listen(self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement) -> None:
+        wanted = params.get("notifications", {})
+        if not isinstance(wanted, dict):
+            raise RemoteProtocolError("Invalid params: notifications must be an object", code=INVALID_PARAMS)
+        if "taskIds" in wanted:
+            declared = judged.capabilities.get("extensions")
+            if not (isinstance(declared, dict) and TASKS_EXTENSION in declared):
+                raise RemoteProtocolError(
+                    f"task notifications belong to the {TASKS_EXTENSION} extension; declare it in "
+                    "clientCapabilities.extensions on this request",
+                    code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+                )
+        caps = self._caps[rec.shape_revision]
+
+        def offered(kind: str, flag: str) -> bool:
+            cap = caps.get(kind)
+            return isinstance(cap, dict) and bool(cap.get(flag))
+
+        honoured: dict[str, Any] = {}
+        for key, kind in (
+            ("toolsListChanged", "tools"),
+            ("promptsListChanged", "prompts"),
+            ("resourcesListChanged", "resources"),
+        ):
+            if wanted.get(key) is True and offered(kind, "listChanged"):
+                honoured[key] = True
+        uris = wanted.get("resourceSubscriptions")
+        agreed: list[str] = []
+        if isinstance(uris, list) and offered("resources", "subscribe"):
+            agreed = [u for u in uris if isinstance(u, str)]
+            honoured["resourceSubscriptions"] = agreed
+        if "taskIds" in wanted:
+            honoured["taskIds"] = []  # no task is visible to this caller (tasks arrive with the task store)
+        rec.listen = _Listen(
+            tools="toolsListChanged" in honoured,
+            prompts="promptsListChanged" in honoured,
+            resources="resourcesListChanged" in honoured,
+            uris=frozenset(agreed),
+        )
+        self._notify(
+            "notifications/subscriptions/acknowledged",
+            {"notifications": honoured, "_meta": {META_SUBSCRIPTION_ID: rec.id}},
+            None,
+            rec.shape_revision,
+            rec.stream,
+        )
+        # stays open until cancelled or end of input
+
+    def _tasks(self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement) -> dict[str, Any]:
+        if rec.method == "tasks/list":
+            return {"tasks": []}
+        task_id = params.get("taskId")
+        if not isinstance(task_id, str):
+            raise RemoteProtocolError("Invalid params: taskId must be a string", code=INVALID_PARAMS)
+        raise RemoteProtocolError(
+            f"Invalid params: no task {task_id!r} is visible to this caller", code=INVALID_PARAMS
+        )
+
+    def _listens(self) -> Iterable[_InFlight]:
+        return [r for r in self._inflight.values() if r.listen is not None]
+
+    def _finish_listen(self, rec: _InFlight) -> None:
+        self.respond(rec.token, {"_meta": {META_SUBSCRIPTION_ID: rec.id}})
+
+    # ------------------------------------------------------------------
+    # Output
+    # ------------------------------------------------------------------
+
+    def _take_token(self) -> int:
+        token = self._next_token
+        self._next_token += 1
+        return token
+
+    def _take(self, token: int) -> _InFlight | None:
+        """The request to answer, or ``None`` when it was cancelled (the answer is dropped)."""
+        rec = self._inflight.get(token)
+        if rec is None:
+            if token in self._cancelled_tokens:
+                self._cancelled_tokens.discard(token)
+                return None
+            raise LocalProtocolError(f"no request with token {token} is in flight")
+        self._forget(rec)
+        return rec
+
+    def _cancel(self, rec: _InFlight, reason: str | None) -> None:
+        """Stop answering ``rec``: nothing more is sent for it."""
+        self._forget(rec)
+        if rec.dispatched:
+            self._cancelled_tokens.add(rec.token)
+            self._actions.append(CancelRequest(token=rec.token, reason=reason))
+
+    def _forget(self, rec: _InFlight) -> None:
+        self._inflight.pop(rec.token, None)
+        if self._by_peer_id.get(rec.id) == rec.token:
+            del self._by_peer_id[rec.id]
+
+    def _shape_result(self, rec: _InFlight, result: Mapping[str, Any]) -> Mapping[str, Any]:
+        rule = method_rule(rec.method, sender=Sender.CLIENT)
+        shape = rule.result if rule is not None and rule.result else "EmptyResult"
+        rev = rec.shape_revision
+        if rev.is_modern:
+            result = envelope(
+                result,
+                rec.method,
+                downgrade(self.config.server_info, "Implementation", rev),
+                self.config.ages,
+            )
+        return downgrade(result, shape, rev, strict=self.config.policy.strict(rev))  # type: ignore[no-any-return]
+
+    def _reply(self, rec: _InFlight, obj: dict[str, Any]) -> None:
+        if rec.batch is not None:
+            rec.batch.replies.append(obj)
+            rec.batch.pending -= 1
+            self._flush_batch(rec.batch)
+        else:
+            self._emit(obj, rec.stream, True)
+        self._maybe_drained()
+
+    def _flush_batch(self, batch: _Batch) -> None:
+        if batch.pending > 0 or batch.token < 0:
+            return
+        if batch.replies:
+            self._actions.append(
+                Send(
+                    payload=orjson.dumps(batch.replies, option=self._dump_option),
+                    stream=batch.token,
+                    final=True,
+                )
+            )
+        batch.token = -1  # sent; never again
+
+    def _emit(self, obj: dict[str, Any], stream: int | None, final: bool) -> None:
+        self._actions.append(
+            Send(payload=orjson.dumps(obj, option=self._dump_option), stream=stream, final=final)
+        )
+
+    def _notify(
+        self, method: str, params: dict[str, Any] | None, shape: str | None, rev: Revision, stream: int | None
+    ) -> None:
+        if params is not None and shape is not None:
+            params = downgrade(params, shape, rev, strict=self.config.policy.strict(rev))
+        self._emit(Notification(method=method, params=params).to_obj(), stream, False)
+
+    def _send_error(
+        self,
+        request_id: RequestId | None,
+        code: int,
+        message: str,
+        data: Any,
+        rev: Revision,
+        stream: int | None,
+    ) -> None:
+        code, data = downgrade_error(code, data, rev)
+        self._emit(ErrorResponse(id=request_id, code=code, message=message, data=data).to_obj(), stream, True)
+
+    def _error_in(
+        self,
+        batch: _Batch | None,
+        request_id: RequestId,
+        code: int,
+        message: str,
+        data: Any,
+        rev: Revision,
+        stream: int | None,
+    ) -> None:
+        if batch is None:
+            self._send_error(request_id, code, message, data, rev, stream)
+            return
+        code, data = downgrade_error(code, data, rev)
+        batch.replies.append(ErrorResponse(id=request_id, code=code, message=message, data=data).to_obj())
+        batch.pending -= 1
+
+    def _maybe_drained(self) -> None:
+        if self._state is _CLOSING and not any(r.dispatched or r.listen for r in self._inflight.values()):
+            self._transition(_Input.DRAINED)
+
+    # ------------------------------------------------------------------
+    # Helpers
+    # ------------------------------------------------------------------
+
+    def _peer_revision(self) -> Revision:
+        return self._negotiated or OLDEST
+
+    def _attempted_revision(self, req: Request) -> Revision:
+        """The revision whose error codes a refused request is answered with.
+
+        A request shaped as 2026-07-28 is answered in that revision's terms
+        (``-32022`` stays ``-32022``) even when its version was unusable.
+        """
+        meta = req.meta
+        if (
+            META_PROTOCOL_VERSION in meta
+            or META_CLIENT_CAPABILITIES in meta
+            or req.method == "server/discover"
+        ):
+            return MODERN_REVISIONS[-1]
+        return self._peer_revision()
+
+    def _default_log_level(self) -> str | None:
+        # Legacy revisions let the server choose what to send before
+        # logging/setLevel; 2026-07-28 says no level, no messages.  The
+        # precedence decides (spec/revision-conflicts.md).
+        return None if self.config.policy.first().is_modern else "info"
+
+    def _cut_capabilities(self, rev: Revision) -> dict[str, Any]:
+        caps = downgrade(self.config.capabilities, "ServerCapabilities", rev)
+        caps = {k: (dict(v) if isinstance(v, dict) else v) for k, v in caps.items()}
+        if not self._can_push and not rev.is_modern:
+            for kind in ("tools", "prompts", "resources"):
+                if isinstance(caps.get(kind), dict):
+                    caps[kind].pop("listChanged", None)
+            if isinstance(caps.get("resources"), dict):
+                caps["resources"].pop("subscribe", None)
+        return caps
+
+    def _trace(self, event: str, **detail: Any) -> None:
+        if self.config.trace:
+            self._actions.append(Trace(event=event, detail=detail))
+
+
+_CoreHandler = Callable[[ServerSession, _InFlight, Mapping[str, Any], _Judgement], dict[str, Any] | None]
+_CORE_HANDLERS: Final[dict[str, _CoreHandler]] = {
+    "ping": ServerSession._ping,
+    "server/discover": ServerSession._discover,
+    "logging/setLevel": ServerSession._set_level,
+    "resources/subscribe": ServerSession._subscribe,
+    "resources/unsubscribe": ServerSession._subscribe,
+    "subscriptions/listen": ServerSession._listen,
+    "tasks/get": ServerSession._tasks,
+    "tasks/result": ServerSession._tasks,
+    "tasks/cancel": ServerSession._tasks,
+    "tasks/list": ServerSession._tasks,
+    "tasks/update": ServerSession._tasks,
+}

@@ -1,0 +1,62 @@
+"""The stdio server connection: newline framing wrapped around a server session.
+
+A bigger machine wrapping smaller ones (STYLE.md §7): bytes go into
+``LineReader``, each line is decoded with orjson and handed to the
+``ServerSession``; a line that is not JSON, or that exceeds the line limit,
+is answered with ``-32700`` and ``"id": null`` and the connection goes on
+(digest §13a).  End of input (``receive_data(b"", now=...)``) starts the
+session's drain.  Every payload the session queues already ends in ``\\n``.
+"""
+
+from __future__ import annotations
+
+from ._actions import Action
+from ._errors import PARSE_ERROR, LocalProtocolError, RemoteProtocolError
+from ._framing import DEFAULT_MAX_LINE, EndOfInput, Line, LineReader, LineTooLong
+from ._jsonrpc import decode
+from ._session import ServerConfig, ServerSession
+
+__all__ = ["StdioServerConnection"]
+
+
+class StdioServerConnection:
+    """One stdio peer.  Feed it bytes; drain ``next_actions()`` after every call."""
+
+    def __init__(self, config: ServerConfig, *, max_line: int = DEFAULT_MAX_LINE) -> None:
+        self.session = ServerSession(config, newline=True, can_push=True)
+        self._reader = LineReader(max_line)
+        self._ended = False
+
+    def receive_data(self, data: bytes, *, now: float) -> None:
+        """Bytes from the peer; ``b""`` is the end of input."""
+        if self._ended:
+            raise LocalProtocolError("receive_data() after end of input")
+        session = self.session
+        for event in self._reader.feed(data):
+            if isinstance(event, Line):
+                try:
+                    obj = decode(event.data)
+                except RemoteProtocolError as exc:
+                    session.receive_invalid(exc)
+                    continue
+                session.receive_json(obj)
+            elif isinstance(event, LineTooLong):
+                session.receive_invalid(
+                    RemoteProtocolError(
+                        f"Parse error: a line longer than {event.limit} bytes was discarded; "
+                        "send smaller messages or raise transport.maxLine",
+                        code=PARSE_ERROR,
+                    )
+                )
+            elif isinstance(event, EndOfInput):
+                self._ended = True
+                session.receive_eof(now)
+
+    def next_actions(self) -> list[Action]:
+        return self.session.next_actions()
+
+    def get_timer(self) -> float | None:
+        return self.session.get_timer()
+
+    def handle_timer(self, now: float) -> None:
+        self.session.handle_timer(now)

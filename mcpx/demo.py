@@ -1,0 +1,173 @@
+"""The built-in demo server: every kind of MCP content, on the embedding API.
+
+``mcpx demo`` serves it over stdio.  It is the smallest complete example of
+``mcpx.server`` and the fixture the conversation suite talks to:
+
+tools      echo, add, tiny_image, tiny_audio, embedded_note, readme_link,
+           weather (structured content with an output schema),
+           count (progress and log messages), fail (an ``isError`` result),
+           sleep (for cancellation and drain)
+resources  demo://readme (text), demo://logo.png (binary),
+           template demo://greeting/{name}
+prompts    greet(name), review(code, language?)
+completion greet.name, review.language, demo://greeting/{name}
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import anyio
+
+from .server import Context, Server, ToolError, audio, embedded, image, resource_link
+
+__all__ = ["build_demo_server"]
+
+NAMES = ("Ada", "Alan", "Barbara", "Edsger", "Grace", "Ken", "Margaret")
+LANGUAGES = ("python", "rust", "go", "typescript", "c")
+
+
+def _png_1x1() -> bytes:
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0)
+    pixel = zlib.compress(b"\x00\x2a\x7f\xff\xff")
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixel) + chunk(b"IEND", b"")
+
+
+def _wav_silence(samples: int = 8) -> bytes:
+    data = b"\x00\x00" * samples
+    fmt = struct.pack("<HHIIHH", 1, 1, 8000, 16000, 2, 16)
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + len(data))
+        + b"WAVEfmt "
+        + struct.pack("<I", 16)
+        + fmt
+        + b"data"
+        + (struct.pack("<I", len(data)) + data)
+    )
+
+
+PNG = _png_1x1()
+WAV = _wav_silence()
+
+
+def build_demo_server() -> Server:
+    server = Server(
+        "mcpx-demo",
+        "0.1.0",
+        title="mcpx demo server",
+        instructions="A demonstration server: every content type, progress, logging and completions.",
+        subscribe=True,
+    )
+
+    @server.tool(annotations={"readOnlyHint": True, "title": "Echo"})
+    async def echo(text: str) -> str:
+        """Return the text you sent."""
+        return text
+
+    @server.tool(annotations={"readOnlyHint": True})
+    async def add(a: float, b: float) -> str:
+        """Add two numbers."""
+        total = a + b
+        return str(int(total)) if total == int(total) else str(total)
+
+    @server.tool
+    async def tiny_image() -> dict[str, object]:
+        """A 1x1 PNG image."""
+        return image(PNG, "image/png")
+
+    @server.tool
+    async def tiny_audio() -> dict[str, object]:
+        """A short WAV of silence (an embedded resource for 2024-11-05 clients)."""
+        return audio(WAV, "audio/wav")
+
+    @server.tool
+    async def embedded_note() -> dict[str, object]:
+        """A note as an embedded text resource."""
+        return embedded("demo://readme", text=README, mime_type="text/plain")
+
+    @server.tool
+    async def readme_link() -> list[object]:
+        """A link to the readme resource (a text block for clients before 2025-06-18)."""
+        return ["The readme:", resource_link("demo://readme", "readme", mime_type="text/plain")]
+
+    @server.tool(
+        title="Weather",
+        output_schema={
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "temperature": {"type": "number"},
+                "conditions": {"type": "string"},
+            },
+            "required": ["city", "temperature", "conditions"],
+        },
+    )
+    async def weather(city: str) -> dict[str, object]:
+        """Today's (invented) weather, as structured content."""
+        return {"city": city, "temperature": 21.5, "conditions": "sunny"}
+
+    @server.tool
+    async def count(ctx: Context, to: int = 3) -> str:
+        """Count to ``to``, reporting progress and logging each step."""
+        for i in range(1, to + 1):
+            ctx.report_progress(i, to, f"step {i} of {to}")
+            ctx.info(f"counted {i}", logger="demo.count")
+            await anyio.sleep(0)
+        return f"counted to {to}"
+
+    @server.tool
+    async def fail(message: str = "this tool always fails") -> str:
+        """Fail with an error result the model can read."""
+        raise ToolError(message)
+
+    @server.tool
+    async def sleep(seconds: float) -> str:
+        """Sleep, then say so (cancel it to see cancellation)."""
+        await anyio.sleep(seconds)
+        return f"slept {seconds}s"
+
+    @server.resource("demo://readme", name="readme", title="Read me", mime_type="text/plain")
+    def readme() -> str:
+        return README
+
+    @server.resource("demo://logo.png", name="logo", mime_type="image/png")
+    def logo() -> bytes:
+        return PNG
+
+    @server.resource_template("demo://greeting/{name}", name="greeting", mime_type="text/plain")
+    def greeting(name: str) -> str:
+        return f"Hello, {name}!"
+
+    @server.prompt(title="Greet", description="Greet someone by name")
+    def greet(name: str) -> str:
+        return f"Please greet {name} warmly."
+
+    @server.prompt(description="Review a piece of code")
+    def review(code: str, language: str = "python") -> list[tuple[str, object]]:
+        return [
+            ("user", f"Review this {language} code:"),
+            ("user", {"type": "text", "text": code}),
+        ]
+
+    @server.completion(prompt="greet", argument="name")
+    def complete_name(value: str, arguments: dict[str, str]) -> list[str]:
+        return [n for n in NAMES if n.lower().startswith(value.lower())]
+
+    @server.completion(prompt="review", argument="language")
+    def complete_language(value: str, arguments: dict[str, str]) -> list[str]:
+        return [lang for lang in LANGUAGES if lang.startswith(value.lower())]
+
+    @server.completion(resource_template="demo://greeting/{name}", argument="name")
+    def complete_greeting(value: str, arguments: dict[str, str]) -> list[str]:
+        return [n for n in NAMES if n.lower().startswith(value.lower())]
+
+    return server
+
+
+README = "mcpx demo server: try the tools echo, add, weather and count."

@@ -1,0 +1,147 @@
+"""Byte streams over the process's stdin and stdout, per event loop.
+
+Pipes, sockets and terminals are read and written without threads (asyncio's
+pipe transports, trio's ``FdStream``); a regular file — ``mcpx demo < in.jsonl
+> out.jsonl`` — cannot be polled, so it is read and written from a worker
+thread instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING
+
+import anyio.to_thread
+
+from ._async import ByteReader, ByteWriter
+
+if TYPE_CHECKING:
+    import trio
+
+__all__ = ["open_stdio"]
+
+CHUNK = 64 * 1024
+
+
+def _pollable(fd: int) -> bool:
+    return not stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+class _ThreadReader:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    async def receive(self) -> bytes:
+        return await anyio.to_thread.run_sync(os.read, self.fd, CHUNK)
+
+
+class _ThreadWriter:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    async def send(self, data: bytes) -> None:
+        await anyio.to_thread.run_sync(self._write_all, data)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _AsyncioReader:
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+
+    async def receive(self) -> bytes:
+        return await self.reader.read(CHUNK)
+
+
+class _AsyncioWriter:
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def aclose(self) -> None:
+        with suppress(ConnectionError):
+            await self.writer.drain()
+
+
+async def _asyncio_streams(in_fd: int, out_fd: int) -> tuple[ByteReader, ByteWriter]:
+    loop = asyncio.get_running_loop()
+    reader: ByteReader
+    writer: ByteWriter
+    if _pollable(in_fd):
+        stream_reader = asyncio.StreamReader(limit=CHUNK)
+        protocol = asyncio.StreamReaderProtocol(stream_reader)
+        await loop.connect_read_pipe(lambda: protocol, os.fdopen(os.dup(in_fd), "rb", buffering=0))
+        reader = _AsyncioReader(stream_reader)
+    else:
+        reader = _ThreadReader(in_fd)
+    if _pollable(out_fd):
+        transport, write_protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(os.dup(out_fd), "wb", buffering=0)
+        )
+        writer = _AsyncioWriter(asyncio.StreamWriter(transport, write_protocol, None, loop))
+    else:
+        writer = _ThreadWriter(out_fd)
+    return reader, writer
+
+
+class _TrioReader:
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self.stream = stream
+
+    async def receive(self) -> bytes:
+        return await self.stream.receive_some(CHUNK)
+
+
+class _TrioWriter:
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self.stream = stream
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@asynccontextmanager
+async def open_stdio(
+    backend: str, in_fd: int = 0, out_fd: int = 1
+) -> AsyncIterator[tuple[ByteReader, ByteWriter]]:
+    """The reader and writer for this process's stdin/stdout under ``backend``."""
+    if backend == "asyncio":
+        reader, writer = await _asyncio_streams(in_fd, out_fd)
+        yield reader, writer
+        return
+    import trio
+
+    streams: list[trio.lowlevel.FdStream] = []
+    trio_reader: ByteReader
+    trio_writer: ByteWriter
+    if _pollable(in_fd):
+        streams.append(trio.lowlevel.FdStream(os.dup(in_fd)))
+        trio_reader = _TrioReader(streams[-1])
+    else:
+        trio_reader = _ThreadReader(in_fd)
+    if _pollable(out_fd):
+        streams.append(trio.lowlevel.FdStream(os.dup(out_fd)))
+        trio_writer = _TrioWriter(streams[-1])
+    else:
+        trio_writer = _ThreadWriter(out_fd)
+    try:
+        yield trio_reader, trio_writer
+    finally:
+        for stream in streams:
+            await stream.aclose()

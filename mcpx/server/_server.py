@@ -1,0 +1,867 @@
+"""The embedding API: an MCP server's tools, resources, prompts and completions as functions.
+
+A program builds a ``Server``, registers plain functions (sync or async) with
+its decorators, and serves it on any driver (``mcpx.drivers``).  The
+functions see only the newest spelling of MCP; the session the driver runs
+(``mcpx.core.ServerSession``) judges each request's revision, refuses what the
+revision forbids and cuts every result down to what the peer can parse.
+
+The driver asks ``Server.route(method, params, context)`` how to answer a
+request.  Lists and lookups answer at once (``Outcome``); a call into user
+code comes back as a ``Call`` the driver runs — awaited on its event loop
+when the function is async, in a worker thread when it is not — and turns
+into an ``Outcome`` with ``Call.finish``/``Call.fail``.
+
+Errors, as every revision's server pages list them:
+
+* an unknown tool or prompt, a missing required prompt argument, an invalid
+  cursor: ``-32602``;
+* a resource nobody serves: ``-32002`` with ``data.uri`` (the session sends
+  ``-32602`` to a 2026-07-28 peer, which removed ``-32002``);
+* a tool's arguments that fail its input schema: ``-32602`` before
+  2025-11-25, an ``isError`` result from 2025-11-25 on (SEP-1303);
+* anything a tool raises: an ``isError`` result carrying the message, so the
+  model can read it; ``McpError`` when a handler wants a JSON-RPC error.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, overload
+
+import fastjsonschema
+
+from ..core import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND,
+    Ages,
+    RequestContext,
+    Revision,
+    ServerConfig,
+    SpecPolicy,
+)
+from ..core._revisions import LOG_LEVELS, REVISIONS
+from ._content import to_call_result
+from ._schema import context_parameter, schema_for_signature
+
+__all__ = [
+    "Call",
+    "Context",
+    "McpError",
+    "Outcome",
+    "RequestSink",
+    "Server",
+    "ToolError",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class McpError(Exception):
+    """Raised by a handler to answer with a JSON-RPC error instead of a result."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class ToolError(Exception):
+    """Raised by a tool to report a failure the model should see (``isError: true``)."""
+
+
+class RequestSink(Protocol):
+    """What a driver gives a ``Context`` so a running handler can report back.
+
+    Implementations must be callable from any thread and never block on the
+    peer: they hand the report to the driver's loop and return.
+    """
+
+    def progress(self, token: int, progress: float, total: float | None, message: str | None) -> None: ...
+
+    def log(self, token: int, level: str, data: Any, logger: str | None) -> None: ...
+
+
+class Context:
+    """What a handler may know and do about the request it is serving.
+
+    A handler receives one by declaring a parameter annotated ``Context``
+    (or named ``ctx``).  ``report_progress`` and ``log`` never block and are
+    safe from a worker thread; the session drops what the request did not ask
+    for (no progress token, no log level).
+    """
+
+    __slots__ = ("_cancelled", "_sink", "request")
+
+    def __init__(self, request: RequestContext, sink: RequestSink) -> None:
+        self.request = request
+        self._sink = sink
+        self._cancelled = False
+
+    @property
+    def revision(self) -> Revision:
+        return self.request.revision
+
+    @property
+    def request_id(self) -> str | int:
+        return self.request.request_id
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any]:
+        return self.request.client_capabilities
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the peer cancelled this request (poll it in long sync work)."""
+        return self._cancelled
+
+    def _cancel(self) -> None:
+        self._cancelled = True
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        self._sink.progress(self.request.token, progress, total, message)
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        if level not in LOG_LEVELS:
+            raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}")
+        self._sink.log(self.request.token, level, data, logger)
+
+    def debug(self, data: Any, logger: str | None = None) -> None:
+        self.log("debug", data, logger)
+
+    def info(self, data: Any, logger: str | None = None) -> None:
+        self.log("info", data, logger)
+
+    def warning(self, data: Any, logger: str | None = None) -> None:
+        self.log("warning", data, logger)
+
+    def error(self, data: Any, logger: str | None = None) -> None:
+        self.log("error", data, logger)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """The answer to a request: a result, or a JSON-RPC error."""
+
+    result: Mapping[str, Any] | None = None
+    error: tuple[int, str, Any] | None = None
+
+    @classmethod
+    def failure(cls, code: int, message: str, data: Any = None) -> Outcome:
+        return cls(error=(code, message, data))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Call:
+    """A call into user code; the driver runs ``fn(**kwargs)`` and reports back."""
+
+    fn: Callable[..., Any]
+    kwargs: dict[str, Any]
+    is_async: bool
+    context_param: str | None
+    finish: Callable[[Any], Outcome]
+    fail: Callable[[BaseException], Outcome]
+
+
+Invocation = Outcome | Call
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    call = type(fn).__call__ if not inspect.isfunction(fn) and not inspect.ismethod(fn) else None
+    return inspect.iscoroutinefunction(fn) or (call is not None and inspect.iscoroutinefunction(call))
+
+
+def _describe_exception(exc: BaseException) -> str:
+    message = str(exc)
+    return message if message else type(exc).__name__
+
+
+# --------------------------------------------------------------------------
+# Registry entries
+# --------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class _Tool:
+    name: str
+    fn: Callable[..., Any]
+    definition: dict[str, Any]
+    context_param: str | None
+    is_async: bool
+    structured: bool
+    validate: bool
+    validator: Callable[[Any], Any] | None = None
+    validator_ready: bool = False
+
+    def check(self, arguments: Mapping[str, Any]) -> str | None:
+        """Why ``arguments`` fail the input schema, or ``None``."""
+        if not self.validate:
+            return None
+        if not self.validator_ready:
+            self.validator_ready = True
+            try:
+                self.validator = fastjsonschema.compile(self.definition["inputSchema"], use_default=False)
+            except Exception:  # a dialect fastjsonschema cannot compile: the tool validates itself
+                self.validator = None
+        if self.validator is None:
+            return None
+        try:
+            self.validator(arguments)
+        except fastjsonschema.JsonSchemaException as exc:
+            return str(getattr(exc, "message", exc))
+        return None
+
+
+@dataclass(slots=True, kw_only=True)
+class _Prompt:
+    name: str
+    fn: Callable[..., Any]
+    definition: dict[str, Any]
+    context_param: str | None
+    is_async: bool
+    required: tuple[str, ...]
+
+
+@dataclass(slots=True, kw_only=True)
+class _Resource:
+    uri: str
+    fn: Callable[..., Any]
+    definition: dict[str, Any]
+    context_param: str | None
+    is_async: bool
+    mime_type: str | None
+
+
+@dataclass(slots=True, kw_only=True)
+class _Template:
+    uri_template: str
+    pattern: re.Pattern[str]
+    fn: Callable[..., Any]
+    definition: dict[str, Any]
+    context_param: str | None
+    is_async: bool
+    mime_type: str | None
+
+
+@dataclass(slots=True, kw_only=True)
+class _Completer:
+    fn: Callable[..., Any]
+    is_async: bool
+
+
+_TEMPLATE_VAR = re.compile(r"\{([+#]?)([A-Za-z0-9_]+)\}")
+
+
+def _template_regex(uri_template: str) -> re.Pattern[str]:
+    """RFC 6570 level 1 and 2: ``{var}`` matches one segment, ``{+var}`` the rest."""
+    out = []
+    pos = 0
+    for match in _TEMPLATE_VAR.finditer(uri_template):
+        out.append(re.escape(uri_template[pos : match.start()]))
+        operator, name = match.groups()
+        out.append(f"(?P<{name}>.+)" if operator else f"(?P<{name}>[^/?#]+)")
+        pos = match.end()
+    out.append(re.escape(uri_template[pos:]))
+    return re.compile("".join(out) + r"\Z")
+
+
+def _clean(definition: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in definition.items() if v is not None}
+
+
+# --------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------
+
+
+class Server:
+    """An MCP server assembled from functions; serve it with ``mcpx.drivers``."""
+
+    def __init__(
+        self,
+        name: str,
+        version: str = "0.0.0",
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        instructions: str | None = None,
+        page_size: int | None = None,
+        list_changed: bool = False,
+        subscribe: bool = False,
+        validate_arguments: bool = True,
+    ) -> None:
+        self.info: dict[str, Any] = _clean(
+            {"name": name, "version": version, "title": title, "description": description}
+        )
+        self.instructions = instructions
+        self.page_size = page_size
+        self.list_changed = list_changed
+        self.subscribe = subscribe
+        self.validate_arguments = validate_arguments
+        self._tools: dict[str, _Tool] = {}
+        self._prompts: dict[str, _Prompt] = {}
+        self._resources: dict[str, _Resource] = {}
+        self._templates: list[_Template] = []
+        self._completers: dict[tuple[str, str, str], _Completer] = {}
+        self._listeners: list[Callable[[str, str | None], None]] = []
+
+    # ------------------------------------------------------------------
+    # Registration
+    # ------------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        icons: Sequence[Mapping[str, Any]] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        icons: Sequence[Mapping[str, Any]] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> F | Callable[[F], F]:
+        """Register a tool.  Usable bare (``@server.tool``) or with options."""
+
+        def register(func: F) -> F:
+            ctx_param = context_parameter(func, Context)
+            schema = (
+                dict(input_schema) if input_schema is not None else schema_for_signature(func, skip=ctx_param)
+            )
+            tool_name = name or func.__name__
+            definition = _clean(
+                {
+                    "name": tool_name,
+                    "title": title,
+                    "description": description if description is not None else inspect.getdoc(func),
+                    "inputSchema": schema,
+                    "outputSchema": dict(output_schema) if output_schema is not None else None,
+                    "annotations": dict(annotations) if annotations else None,
+                    "icons": [dict(i) for i in icons] if icons else None,
+                    "_meta": dict(meta) if meta else None,
+                }
+            )
+            self._tools[tool_name] = _Tool(
+                name=tool_name,
+                fn=func,
+                definition=definition,
+                context_param=ctx_param,
+                is_async=_is_async(func),
+                structured=output_schema is not None,
+                validate=self.validate_arguments,
+            )
+            self._changed("tools")
+            return func
+
+        return register(fn) if fn is not None else register
+
+    def remove_tool(self, name: str) -> None:
+        del self._tools[name]
+        self._changed("tools")
+
+    def prompt(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        arguments: Sequence[Mapping[str, Any]] | None = None,
+        icons: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a prompt; its arguments come from the signature unless given."""
+
+        def register(func: F) -> F:
+            ctx_param = context_parameter(func, Context)
+            args: list[dict[str, Any]]
+            if arguments is None:
+                args = []
+                for pname, param in inspect.signature(func).parameters.items():
+                    if pname == ctx_param or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                        continue
+                    args.append({"name": pname, "required": param.default is param.empty})
+            else:
+                args = [dict(a) for a in arguments]
+            prompt_name = name or func.__name__
+            definition = _clean(
+                {
+                    "name": prompt_name,
+                    "title": title,
+                    "description": description if description is not None else inspect.getdoc(func),
+                    "arguments": args,
+                    "icons": [dict(i) for i in icons] if icons else None,
+                }
+            )
+            self._prompts[prompt_name] = _Prompt(
+                name=prompt_name,
+                fn=func,
+                definition=definition,
+                context_param=ctx_param,
+                is_async=_is_async(func),
+                required=tuple(str(a["name"]) for a in args if a.get("required")),
+            )
+            self._changed("prompts")
+            return func
+
+        return register
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        size: int | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        icons: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a resource read by calling the function (returns str, bytes or contents)."""
+
+        def register(func: F) -> F:
+            definition = _clean(
+                {
+                    "uri": uri,
+                    "name": name or func.__name__,
+                    "title": title,
+                    "description": description if description is not None else inspect.getdoc(func),
+                    "mimeType": mime_type,
+                    "size": size,
+                    "annotations": dict(annotations) if annotations else None,
+                    "icons": [dict(i) for i in icons] if icons else None,
+                }
+            )
+            self._resources[uri] = _Resource(
+                uri=uri,
+                fn=func,
+                definition=definition,
+                context_param=context_parameter(func, Context),
+                is_async=_is_async(func),
+                mime_type=mime_type,
+            )
+            self._changed("resources")
+            return func
+
+        return register
+
+    def resource_template(
+        self,
+        uri_template: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        icons: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Callable[[F], F]:
+        """Register a URI template; the function receives the template's variables."""
+
+        def register(func: F) -> F:
+            definition = _clean(
+                {
+                    "uriTemplate": uri_template,
+                    "name": name or func.__name__,
+                    "title": title,
+                    "description": description if description is not None else inspect.getdoc(func),
+                    "mimeType": mime_type,
+                    "annotations": dict(annotations) if annotations else None,
+                    "icons": [dict(i) for i in icons] if icons else None,
+                }
+            )
+            self._templates.append(
+                _Template(
+                    uri_template=uri_template,
+                    pattern=_template_regex(uri_template),
+                    fn=func,
+                    definition=definition,
+                    context_param=context_parameter(func, Context),
+                    is_async=_is_async(func),
+                    mime_type=mime_type,
+                )
+            )
+            self._changed("resources")
+            return func
+
+        return register
+
+    def completion(
+        self, *, argument: str, prompt: str | None = None, resource_template: str | None = None
+    ) -> Callable[[F], F]:
+        """Register completions for one argument of a prompt or a resource template.
+
+        The function receives ``(value, arguments)`` — the partial value and the
+        other arguments already filled in — and returns a list of strings.
+        """
+        if (prompt is None) == (resource_template is None):
+            raise ValueError("name exactly one of prompt= and resource_template=")
+        ref = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource_template)
+
+        def register(func: F) -> F:
+            assert ref[1] is not None
+            self._completers[(ref[0], ref[1], argument)] = _Completer(fn=func, is_async=_is_async(func))
+            return func
+
+        return register
+
+    # ------------------------------------------------------------------
+    # Change notification
+    # ------------------------------------------------------------------
+
+    def add_listener(self, listener: Callable[[str, str | None], None]) -> Callable[[], None]:
+        """Call ``listener(kind, uri)`` on list changes and resource updates; returns an unsubscriber."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def _changed(self, kind: str) -> None:
+        for listener in list(self._listeners):
+            listener(kind, None)
+
+    def notify_resource_updated(self, uri: str) -> None:
+        for listener in list(self._listeners):
+            listener("resource", uri)
+
+    # ------------------------------------------------------------------
+    # What the session needs
+    # ------------------------------------------------------------------
+
+    def capabilities(self) -> dict[str, Any]:
+        """The server's capabilities in the newest spelling (the session cuts them per revision)."""
+        caps: dict[str, Any] = {"logging": {}}
+        if self._tools or self.list_changed:
+            caps["tools"] = {"listChanged": self.list_changed}
+        if self._prompts or self.list_changed:
+            caps["prompts"] = {"listChanged": self.list_changed}
+        if self._resources or self._templates or self.list_changed:
+            caps["resources"] = {"subscribe": self.subscribe, "listChanged": self.list_changed}
+        if self._completers:
+            caps["completions"] = {}
+        return caps
+
+    def session_config(
+        self,
+        *,
+        policy: SpecPolicy | None = None,
+        revisions: Iterable[Revision] = REVISIONS,
+        ages: Ages | None = None,
+        drain: float = 2.0,
+        trace: bool = False,
+    ) -> ServerConfig:
+        return ServerConfig(
+            server_info=self.info,
+            capabilities=self.capabilities(),
+            instructions=self.instructions,
+            policy=policy or SpecPolicy.default(),
+            revisions=tuple(revisions),
+            ages=ages or Ages(),
+            drain=drain,
+            trace=trace,
+        )
+
+    # ------------------------------------------------------------------
+    # Routing
+    # ------------------------------------------------------------------
+
+    def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Invocation:
+        """How to answer ``method``: an ``Outcome`` now, or a ``Call`` to run."""
+        handler = _ROUTES.get(method)
+        if handler is None:
+            return Outcome.failure(-32601, f"Method not found: {method}")
+        try:
+            return handler(self, params, context)
+        except McpError as exc:
+            return Outcome.failure(exc.code, exc.message, exc.data)
+
+    def _page(self, items: list[dict[str, Any]], params: Mapping[str, Any], key: str) -> Outcome:
+        cursor = params.get("cursor")
+        start = 0
+        if cursor is not None:
+            start = _decode_cursor(cursor, len(items))
+        if self.page_size is None:
+            return Outcome(result={key: items[start:]})
+        page = items[start : start + self.page_size]
+        result: dict[str, Any] = {key: page}
+        if start + self.page_size < len(items):
+            result["nextCursor"] = _encode_cursor(start + self.page_size)
+        return Outcome(result=result)
+
+    def _list_tools(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
+        return self._page([t.definition for t in self._tools.values()], params, "tools")
+
+    def _call_tool(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise McpError(INVALID_PARAMS, "Invalid params: tools/call needs params.name, a string")
+        tool = self._tools.get(name)
+        if tool is None:
+            raise McpError(
+                INVALID_PARAMS, f"Unknown tool: no tool named {name!r}; tools/list shows the tools on offer"
+            )
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise McpError(INVALID_PARAMS, "Invalid params: arguments must be an object")
+        problem = tool.check(arguments)
+        if problem is not None:
+            message = f"Invalid arguments for tool {name!r}: {problem}"
+            if context.revision >= Revision.V2025_11_25:
+                return Outcome(result={"content": [{"type": "text", "text": message}], "isError": True})
+            raise McpError(INVALID_PARAMS, message)
+        structured = tool.structured
+
+        def finish(value: Any) -> Outcome:
+            return Outcome(result=to_call_result(value, structured=structured))
+
+        def fail(exc: BaseException) -> Outcome:
+            if isinstance(exc, McpError):
+                return Outcome.failure(exc.code, exc.message, exc.data)
+            # ToolError or anything else the tool raised: the model reads it.
+            return Outcome(
+                result={"content": [{"type": "text", "text": _describe_exception(exc)}], "isError": True}
+            )
+
+        return Call(
+            fn=tool.fn,
+            kwargs=dict(arguments),
+            is_async=tool.is_async,
+            context_param=tool.context_param,
+            finish=finish,
+            fail=fail,
+        )
+
+    def _list_prompts(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
+        return self._page([p.definition for p in self._prompts.values()], params, "prompts")
+
+    def _get_prompt(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise McpError(INVALID_PARAMS, "Invalid params: prompts/get needs params.name, a string")
+        prompt = self._prompts.get(name)
+        if prompt is None:
+            raise McpError(
+                INVALID_PARAMS, f"Unknown prompt: no prompt named {name!r}; prompts/list shows the prompts"
+            )
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+            raise McpError(INVALID_PARAMS, "Invalid params: prompt arguments must be an object of strings")
+        missing = [a for a in prompt.required if a not in arguments]
+        if missing:
+            raise McpError(
+                INVALID_PARAMS, f"Missing required argument(s) for prompt {name!r}: {', '.join(missing)}"
+            )
+        known = {a["name"] for a in prompt.definition.get("arguments", [])}
+        kwargs = {k: v for k, v in arguments.items() if k in known}
+        description = prompt.definition.get("description")
+
+        def finish(value: Any) -> Outcome:
+            return Outcome(result=_prompt_result(value, description))
+
+        return Call(
+            fn=prompt.fn,
+            kwargs=kwargs,
+            is_async=prompt.is_async,
+            context_param=prompt.context_param,
+            finish=finish,
+            fail=_internal_failure,
+        )
+
+    def _list_resources(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
+        return self._page([r.definition for r in self._resources.values()], params, "resources")
+
+    def _list_templates(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
+        return self._page([t.definition for t in self._templates], params, "resourceTemplates")
+
+    def _read_resource(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise McpError(INVALID_PARAMS, "Invalid params: resources/read needs params.uri, a string")
+        static = self._resources.get(uri)
+        if static is not None:
+            fn, kwargs, is_async, ctx_param, mime = (
+                static.fn,
+                {},
+                static.is_async,
+                static.context_param,
+                static.mime_type,
+            )
+        else:
+            for template in self._templates:
+                match = template.pattern.match(uri)
+                if match:
+                    fn, kwargs, is_async, ctx_param, mime = (
+                        template.fn,
+                        match.groupdict(),
+                        template.is_async,
+                        template.context_param,
+                        template.mime_type,
+                    )
+                    break
+            else:
+                raise McpError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
+
+        def finish(value: Any) -> Outcome:
+            return Outcome(result={"contents": _contents(value, uri, mime)})
+
+        return Call(
+            fn=fn,
+            kwargs=kwargs,
+            is_async=is_async,
+            context_param=ctx_param,
+            finish=finish,
+            fail=_internal_failure,
+        )
+
+    def _complete(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
+        ref = params.get("ref")
+        argument = params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise McpError(
+                INVALID_PARAMS, "Invalid params: completion/complete needs ref and argument objects"
+            )
+        kind = ref.get("type")
+        target = (
+            ref.get("name") if kind == "ref/prompt" else ref.get("uri") if kind == "ref/resource" else None
+        )
+        arg_name, value = argument.get("name"), argument.get("value")
+        if not isinstance(target, str) or not isinstance(arg_name, str) or not isinstance(value, str):
+            raise McpError(
+                INVALID_PARAMS,
+                "Invalid params: ref must be {type: ref/prompt, name} or {type: ref/resource, uri}, "
+                "and argument {name, value} strings",
+            )
+        if kind == "ref/prompt" and target not in self._prompts:
+            raise McpError(INVALID_PARAMS, f"Unknown prompt: no prompt named {target!r}")
+        assert isinstance(kind, str)
+        completer = self._completers.get((kind, target, arg_name))
+        if completer is None:
+            return Outcome(result={"completion": {"values": [], "total": 0, "hasMore": False}})
+        ctx_args = (
+            params.get("context", {}).get("arguments", {}) if isinstance(params.get("context"), dict) else {}
+        )
+
+        def finish(found: Any) -> Outcome:
+            values = [str(v) for v in found]
+            return Outcome(
+                result={
+                    "completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}
+                }
+            )
+
+        return Call(
+            fn=completer.fn,
+            kwargs={"value": value, "arguments": dict(ctx_args) if isinstance(ctx_args, dict) else {}},
+            is_async=completer.is_async,
+            context_param=None,
+            finish=finish,
+            fail=_internal_failure,
+        )
+
+
+def _internal_failure(exc: BaseException) -> Outcome:
+    if isinstance(exc, McpError):
+        return Outcome.failure(exc.code, exc.message, exc.data)
+    return Outcome.failure(INTERNAL_ERROR, f"Internal error: {_describe_exception(exc)}")
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"mcpx:{offset}".encode()).decode("ascii")
+
+
+def _decode_cursor(cursor: Any, length: int) -> int:
+    """The offset an opaque cursor stands for; ``-32602`` for one this server did not issue."""
+    try:
+        if not isinstance(cursor, str):
+            raise ValueError
+        text = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii")
+        prefix, _, number = text.partition(":")
+        offset = int(number)
+        if prefix != "mcpx" or not 0 <= offset <= length:
+            raise ValueError
+        return offset
+    except (ValueError, UnicodeError, binascii.Error):
+        raise McpError(
+            INVALID_PARAMS, "Invalid params: invalid cursor; pass a nextCursor this server returned"
+        ) from None
+
+
+def _prompt_result(value: Any, description: str | None) -> dict[str, Any]:
+    if isinstance(value, dict) and "messages" in value:
+        return dict(value)
+    items = value if isinstance(value, list) else [value]
+    messages = []
+    for item in items:
+        if isinstance(item, str):
+            messages.append({"role": "user", "content": {"type": "text", "text": item}})
+        elif isinstance(item, tuple) and len(item) == 2:
+            role, content = item
+            if isinstance(content, str):
+                content = {"type": "text", "text": content}
+            messages.append({"role": role, "content": content})
+        elif isinstance(item, dict) and "role" in item:
+            messages.append(dict(item))
+        else:
+            raise TypeError(f"a prompt returns strings, (role, content) pairs or messages, not {item!r}")
+    result: dict[str, Any] = {"messages": messages}
+    if description:
+        result["description"] = description
+    return result
+
+
+def _contents(value: Any, uri: str, mime: str | None) -> list[dict[str, Any]]:
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            entry: dict[str, Any] = {"uri": uri, "text": item}
+        elif isinstance(item, bytes | bytearray):
+            entry = {"uri": uri, "blob": base64.b64encode(bytes(item)).decode("ascii")}
+        elif isinstance(item, dict):
+            entry = {"uri": uri, **item}
+        else:
+            raise TypeError(f"a resource returns str, bytes or contents objects, not {type(item).__name__}")
+        if mime and "mimeType" not in entry:
+            entry["mimeType"] = mime
+        out.append(entry)
+    return out
+
+
+_Route = Callable[[Server, Mapping[str, Any], RequestContext], Invocation]
+_ROUTES: dict[str, _Route] = {
+    "tools/list": Server._list_tools,
+    "tools/call": Server._call_tool,
+    "prompts/list": Server._list_prompts,
+    "prompts/get": Server._get_prompt,
+    "resources/list": Server._list_resources,
+    "resources/templates/list": Server._list_templates,
+    "resources/read": Server._read_resource,
+    "completion/complete": Server._complete,
+}
