@@ -23,3 +23,64 @@ def schemas_dir() -> Path:
     """The official MCP schemas: ``$MCPX_SCHEMAS``, else ``../shared/mcp-schemas``."""
     configured = os.environ.get("MCPX_SCHEMAS")
     return Path(configured) if configured else ROOT.parent / "shared" / "mcp-schemas"
+
+
+# -- the strict schema sweep's report (aggregated across xdist workers) -------
+
+_SWEEP_TOTALS: dict[str, dict[str, int]] = {"counts": {}, "exemptions": {}, "violations": {}}
+_SWEEP_DISABLED: list[str] = []
+
+
+def _sweep_state() -> dict[str, object] | None:
+    import sys
+
+    module = sys.modules.get("tests.conformance.sweep")
+    if module is None:
+        return None
+    sweep = module.SWEEP
+    return {
+        "counts": dict(sweep.counts),
+        "exemptions": dict(sweep.exemptions),
+        "violations": dict(sweep.violations),
+        "disabled": getattr(sweep, "reason", None),
+    }
+
+
+def _merge(state: dict[str, object] | None) -> None:
+    if not state:
+        return
+    for key in ("counts", "exemptions", "violations"):
+        for rev, n in state[key].items():  # type: ignore[attr-defined]
+            _SWEEP_TOTALS[key][rev] = _SWEEP_TOTALS[key].get(rev, 0) + n
+    if state.get("disabled"):
+        _SWEEP_DISABLED.append(str(state["disabled"]))
+
+
+def pytest_sessionfinish(session, exitstatus):  # type: ignore[no-untyped-def]
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["mcpx_sweep"] = _sweep_state()
+    else:
+        _merge(_sweep_state())
+
+
+def pytest_testnodedown(node, error):  # type: ignore[no-untyped-def]
+    _merge(getattr(node, "workeroutput", {}).get("mcpx_sweep"))
+
+
+def pytest_terminal_summary(terminalreporter):  # type: ignore[no-untyped-def]
+    counts = _SWEEP_TOTALS["counts"]
+    if _SWEEP_DISABLED:
+        terminalreporter.write_line(f"schema sweep: NOT RUN — {_SWEEP_DISABLED[0]}")
+        return
+    if not counts:
+        return
+    revisions = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
+    parts = ", ".join(f"{rev}: {counts.get(rev, 0)}" for rev in revisions)
+    exempt = sum(_SWEEP_TOTALS["exemptions"].values())
+    violations = sum(_SWEEP_TOTALS["violations"].values())
+    terminalreporter.write_line(
+        f"schema sweep: {sum(counts.values())} frames validated in strict mode, {violations} violations "
+        f"({parts}); "
+        f"{exempt} id-null error frames checked with the JSON-RPC 2.0 reading"
+    )

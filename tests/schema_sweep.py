@@ -1,0 +1,191 @@
+"""The strict schema sweep: every frame mcpx sends, checked against the peer's revision.
+
+A frame is validated against the official ``schema.json`` of the revision the
+peer speaks, in strict mode: wherever the schema leaves an object open by
+omission (no ``additionalProperties``), the sweep closes it, so a property the
+revision never defined is a failure (seed §2.3).  Objects the schema opens on
+purpose (``additionalProperties: {}``, ``_meta``, ``experimental``) stay open,
+and JSON Schema documents carried as data (``inputSchema``, ``outputSchema``,
+``requestedSchema``) are not MCP objects and are not tightened; nor is
+``_meta``, whose keys every revision leaves to the sender.  The members of
+an ``allOf`` are left as written, since closing one member would reject the
+other member's properties.  Validation never fills in defaults
+(``use_default=False``), so it cannot change what it checks.
+
+Which definition a frame is checked against is decided here, from the method
+of the request it answers, independently of mcpx's own revision table.
+
+One reading is recorded rather than enforced: JSON-RPC 2.0 §5 says an error
+for a request whose id could not be read carries ``"id": null``; the MCP
+schemas allow no null id (2025-11-25 and later make ``id`` optional instead).
+mcpx follows JSON-RPC, so such frames are validated with the ``id`` member set
+aside and counted as ``id-null`` exemptions (spec/revision-conflicts.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import fastjsonschema
+
+RESULT_DEFINITIONS = {
+    "initialize": "InitializeResult",
+    "ping": "EmptyResult",
+    "server/discover": "DiscoverResult",
+    "tools/list": "ListToolsResult",
+    "tools/call": "CallToolResult",
+    "prompts/list": "ListPromptsResult",
+    "prompts/get": "GetPromptResult",
+    "resources/list": "ListResourcesResult",
+    "resources/templates/list": "ListResourceTemplatesResult",
+    "resources/read": "ReadResourceResult",
+    "resources/subscribe": "EmptyResult",
+    "resources/unsubscribe": "EmptyResult",
+    "logging/setLevel": "EmptyResult",
+    "completion/complete": "CompleteResult",
+    "subscriptions/listen": "SubscriptionsListenResult",
+    "tasks/list": "ListTasksResult",
+}
+"""The result definition for each request method, as the schemas name them."""
+
+OPAQUE_PROPERTIES = frozenset({"inputSchema", "outputSchema", "requestedSchema", "_meta"})
+
+
+def _tighten(node: Any, *, in_all_of: bool = False) -> Any:
+    if isinstance(node, list):
+        return [_tighten(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {
+                name: (schema if name in OPAQUE_PROPERTIES else _tighten(schema))
+                for name, schema in value.items()
+            }
+        elif key == "allOf" and isinstance(value, list):
+            out[key] = [_tighten(item, in_all_of=True) for item in value]
+        else:
+            out[key] = _tighten(value)
+    if "properties" in out and "additionalProperties" not in out and not in_all_of:
+        out["additionalProperties"] = False
+    return out
+
+
+class SchemaSweep:
+    """Validates frames mcpx sent; counts them per revision."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.counts: Counter[str] = Counter()
+        self.exemptions: Counter[str] = Counter()
+        self.violations: Counter[str] = Counter()
+        self._docs: dict[str, dict[str, Any]] = {}
+        self._validators: dict[tuple[str, str], Callable[[Any], Any]] = {}
+
+    # -- schema access -------------------------------------------------------
+
+    def _doc(self, revision: str) -> dict[str, Any]:
+        if revision not in self._docs:
+            raw = json.loads((self.root / revision / "schema.json").read_text())
+            defs_key = "$defs" if "$defs" in raw else "definitions"
+            # _meta objects are open by design in every revision (their key
+            # naming rules are not an allow-list), so *MetaObject stays as written.
+            defs = {
+                name: (schema if name.endswith("MetaObject") else _tighten(schema))
+                for name, schema in raw[defs_key].items()
+            }
+            if "Result" in defs:
+                # EmptyResult is Result, which the schema leaves open on purpose
+                # (every result extends it).  An empty result must be empty.
+                empty = copy.deepcopy(defs["Result"])
+                empty.pop("additionalProperties", None)
+                empty["additionalProperties"] = False
+                defs["EmptyResult"] = empty
+            self._docs[revision] = {"$schema": raw.get("$schema"), "key": defs_key, "defs": defs}
+        return self._docs[revision]
+
+    def definitions(self, revision: str) -> dict[str, Any]:
+        return self._doc(revision)["defs"]  # type: ignore[no-any-return]
+
+    def _validator(self, revision: str, name: str) -> Callable[[Any], Any]:
+        key = (revision, name)
+        if key not in self._validators:
+            doc = self._doc(revision)
+            schema = {
+                "$schema": doc["$schema"],
+                doc["key"]: doc["defs"],
+                "$ref": f"#/{doc['key']}/{name}",
+            }
+            self._validators[key] = fastjsonschema.compile(schema, use_default=False)
+        return self._validators[key]
+
+    def _check(self, revision: str, name: str, value: Any, frame: dict[str, Any]) -> None:
+        try:
+            self._validator(revision, name)(copy.deepcopy(value))
+        except fastjsonschema.JsonSchemaException as exc:
+            self.violations[revision] += 1
+            raise AssertionError(
+                f"strict schema violation for MCP {revision} ({name}): {exc.message}\nframe: {json.dumps(frame)}"
+            ) from None
+
+    def _union_member(self, revision: str, union: str, method: str) -> str | None:
+        defs = self.definitions(revision)
+        node = defs.get(union)
+        if node is None:
+            return None
+        members = node.get("anyOf", [node] if "$ref" in node else [])
+        for member in members:
+            name = member["$ref"].rsplit("/", 1)[-1]
+            const = defs[name].get("properties", {}).get("method", {}).get("const")
+            if const == method:
+                return name
+        return None
+
+    # -- frames --------------------------------------------------------------
+
+    def validate_sent(self, frame: dict[str, Any], revision: str, method: str | None) -> None:
+        """Check one frame mcpx sent to a peer on ``revision``.
+
+        ``method`` is the method of the request a response answers (``None``
+        for notifications and server requests, whose method is in the frame).
+        """
+        defs = self.definitions(revision)
+        if "method" in frame:
+            union = "ServerRequest" if "id" in frame else "ServerNotification"
+            name = self._union_member(revision, union, frame["method"])
+            if name is None:
+                raise AssertionError(f"MCP {revision} defines no server {union} {frame['method']!r}: {frame}")
+            if "jsonrpc" in defs[name].get("properties", {}):
+                self._check(revision, name, frame, frame)
+            else:  # older schemas describe the message without its JSON-RPC envelope
+                envelope = "JSONRPCRequest" if "id" in frame else "JSONRPCNotification"
+                self._check(revision, envelope, frame, frame)
+                self._check(revision, name, {k: v for k, v in frame.items() if k != "jsonrpc"}, frame)
+        elif "error" in frame:
+            name = "JSONRPCErrorResponse" if "JSONRPCErrorResponse" in defs else "JSONRPCError"
+            if frame.get("id") is None:
+                self.exemptions[revision] += 1
+                frame_checked = {k: v for k, v in frame.items() if k != "id"}
+                if name == "JSONRPCError":
+                    frame_checked["id"] = 0  # the schema's id is required; the null is the exemption
+                self._check(revision, name, frame_checked, frame)
+            else:
+                self._check(revision, name, frame, frame)
+        else:
+            envelope = "JSONRPCResultResponse" if "JSONRPCResultResponse" in defs else "JSONRPCResponse"
+            self._check(revision, envelope, frame, frame)
+            if method is None:
+                raise AssertionError(f"a response nobody asked for: {frame}")
+            result_def = RESULT_DEFINITIONS.get(method)
+            if result_def is None:
+                raise AssertionError(f"the sweep has no result definition for {method!r}")
+            if result_def not in defs:
+                raise AssertionError(f"MCP {revision} has no {result_def} for {method}: {frame}")
+            self._check(revision, result_def, frame["result"], frame)
+        self.counts[revision] += 1
