@@ -168,7 +168,7 @@ def _object(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
             if out is None:
                 out = dict(value)
             out[key] = new
-    if shape == "CallToolResult":
+    if shape == "CallToolResult" and strict:
         out = _call_tool_result(value, out, rev)
     elif shape == "Tool" and strict:
         out = _tool(value, out, rev)

@@ -174,7 +174,8 @@ class MethodRule:
     ``since``/``removed_in`` bound the revisions whose schema defines it as a
     message on the wire.  ``input_request_from`` marks the server-to-client
     requests that 2026-07-28 keeps only as entries of ``inputRequests``.
-    ``result`` names the shape of a request's result (a key of ``SHAPES``).
+    ``result`` names the schema definition of a request's result; where it is
+    a key of ``SHAPES``, ``downgrade`` cuts results with it (others pass as they are).
     """
 
     method: str

@@ -1,0 +1,66 @@
+"""mcpx.core stays pure: no I/O, no clock, no threads, no global logging (STYLE.md §1)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import mcpx.core
+
+FORBIDDEN = frozenset(
+    {
+        "asyncio",
+        "trio",
+        "anyio",
+        "socket",
+        "subprocess",
+        "threading",
+        "time",
+        "logging",
+        "selectors",
+        "random",
+    }
+)
+CORE = Path(mcpx.core.__file__).parent
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_no_core_module_imports_io_clock_or_threads() -> None:
+    offenders = {
+        str(path.relative_to(CORE.parent.parent)): sorted(_imports(path) & FORBIDDEN)
+        for path in sorted(CORE.rglob("*.py"))
+        if _imports(path) & FORBIDDEN
+    }
+    assert offenders == {}, f"mcpx/core must stay sans-IO; these modules import I/O or clocks: {offenders}"
+
+
+def test_importing_the_core_loads_nothing_forbidden() -> None:
+    """Transitively too: what mcpx.core pulls in beyond a bare interpreter."""
+    probe = (
+        "import sys; base = set(sys.modules); import mcpx.core; "
+        "print(' '.join(sorted({m.split('.')[0] for m in set(sys.modules) - base})))"
+    )
+    loaded = set(
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        ).stdout.split()
+    )
+    assert loaded & FORBIDDEN == set(), f"importing mcpx.core loads {sorted(loaded & FORBIDDEN)}"
+
+
+def test_the_purity_check_would_catch_an_offender(tmp_path: Path) -> None:
+    offender = tmp_path / "bad.py"
+    offender.write_text("import time\nfrom asyncio import sleep\nimport os.path\n")
+    assert _imports(offender) & FORBIDDEN == {"time", "asyncio"}

@@ -1,0 +1,35 @@
+"""The public surface is pinned: adding or removing a name is a deliberate change."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+SURFACE = {
+    "mcpx.core": {
+        "Action", "Ages", "AtOrAfter", "Before", "Between", "CancelRequest", "Close", "ConnectionState",
+        "DEFAULT_MAX_LINE", "EndOfInput", "Era", "ErrorResponse", "HEADER_MISMATCH", "HandleRequest",
+        "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "InvalidMessage", "LEGACY_REVISIONS",
+        "LOG_LEVELS", "Line", "LineReader", "LineTooLong", "LocalProtocolError", "METHOD_NOT_FOUND",
+        "MISSING_REQUIRED_CLIENT_CAPABILITY", "MODERN_REVISIONS", "Message", "NEWEST", "Notification", "OLDEST",
+        "Only", "PARSE_ERROR", "PeerReplied", "ProtocolError", "RESOURCE_NOT_FOUND", "REVISIONS",
+        "RemoteProtocolError", "Request", "RequestContext", "RequestId", "Response", "Revision", "Send",
+        "ServerConfig", "ServerSession", "SpecPolicy", "StdioServerConnection", "Trace",
+        "UNSUPPORTED_PROTOCOL_VERSION", "URL_ELICITATION_REQUIRED", "decode", "downgrade", "downgrade_error",
+        "encode", "envelope", "parse_message", "parse_revision",
+    },
+    "mcpx.server": {
+        "Call", "Context", "McpError", "Outcome", "RequestSink", "Server", "ToolError", "ToolResult", "audio",
+        "embedded", "image", "resource_link", "text", "to_call_result",
+    },
+    "mcpx.drivers": {"LOOPS", "serve_stdio"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("module_name", sorted(SURFACE))
+def test_public_surface_is_pinned(module_name: str) -> None:
+    module = importlib.import_module(module_name)
+    assert set(module.__all__) == SURFACE[module_name]
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert missing == [], f"{module_name}.__all__ names what it does not define: {missing}"
