@@ -845,14 +845,7 @@ class ServerSession:
         rule = method_rule(method, sender=Sender.CLIENT)
         ext_methods = EXTENSION_METHODS[TASKS_EXTENSION]
         if judged.modern and method in ext_methods:
-            declared = judged.capabilities.get("extensions")
-            if not (isinstance(declared, dict) and TASKS_EXTENSION in declared):
-                raise RemoteProtocolError(
-                    f"{method} belongs to the {TASKS_EXTENSION} extension; declare it in "
-                    "clientCapabilities.extensions on this request",
-                    code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-                    data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
-                )
+            _require_tasks_extension(judged, method)
             return rev
         if rule is None:
             raise RemoteProtocolError(f"Method not found: {method}", code=METHOD_NOT_FOUND, http_status=404)
@@ -932,14 +925,7 @@ class ServerSession:
         if not isinstance(wanted, dict):
             raise RemoteProtocolError("Invalid params: notifications must be an object", code=INVALID_PARAMS)
         if "taskIds" in wanted:
-            declared = judged.capabilities.get("extensions")
-            if not (isinstance(declared, dict) and TASKS_EXTENSION in declared):
-                raise RemoteProtocolError(
-                    f"task notifications belong to the {TASKS_EXTENSION} extension; declare it in "
-                    "clientCapabilities.extensions on this request",
-                    code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-                    data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
-                )
+            _require_tasks_extension(judged, "task notifications")
         caps = self._caps[rec.shape_revision]
 
         def offered(kind: str, flag: str) -> bool:
@@ -1146,6 +1132,18 @@ class ServerSession:
     def _trace(self, event: str, **detail: Any) -> None:
         if self.config.trace:
             self._actions.append(Trace(event=event, detail=detail))
+
+
+def _require_tasks_extension(judged: _Judgement, what: str) -> None:
+    """``-32021`` unless this request declared the tasks extension (ext-tasks, 2026-07-28)."""
+    declared = judged.capabilities.get("extensions")
+    if not (isinstance(declared, dict) and TASKS_EXTENSION in declared):
+        raise RemoteProtocolError(
+            f"{what} belongs to the {TASKS_EXTENSION} extension; declare it in "
+            "clientCapabilities.extensions on this request",
+            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+            data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+        )
 
 
 _CoreHandler = Callable[[ServerSession, _InFlight, Mapping[str, Any], _Judgement], dict[str, Any] | None]

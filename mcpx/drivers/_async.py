@@ -33,7 +33,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..core import INTERNAL_ERROR, CancelRequest, Close, HandleRequest, Send, StdioServerConnection, Trace
 from ..server import Call, Context, Outcome, Server
-from ._common import apply_outcome, call_kwargs, trace_to_stderr
+from ._common import PostingSink, apply_outcome, call_kwargs, change_listener, trace_to_stderr
 
 __all__ = ["ByteReader", "ByteWriter", "serve_connection"]
 
@@ -134,8 +134,13 @@ class _Driver:
                 except anyio.WouldBlock:
                     break
             data = b"".join(c for c in chunks if c is not None)
-            if data:
-                await self.writer.send(data)
+            try:
+                if data:
+                    await self.writer.send(data)
+            except OSError:
+                # The peer stopped reading: nothing more can reach it.
+                self.tg.cancel_scope.cancel()
+                return
             if chunks[-1] is None:
                 await self.writer.aclose()
                 self.tg.cancel_scope.cancel()
@@ -165,7 +170,7 @@ class _Driver:
         if isinstance(invocation, Outcome):
             self.finish(token, invocation)
             return
-        ctx = Context(action.context, _Sink(self))
+        ctx = Context(action.context, PostingSink(self.post, self.session))
         self.contexts[token] = ctx
         outcome: Outcome | None = None
         with anyio.CancelScope() as scope:
@@ -207,21 +212,6 @@ class _Driver:
         self.flush()
 
 
-class _Sink:
-    __slots__ = ("driver",)
-
-    def __init__(self, driver: _Driver) -> None:
-        self.driver = driver
-
-    def progress(self, token: int, progress: float, total: float | None, message: str | None) -> None:
-        session = self.driver.session
-        self.driver.post(lambda: session.progress(token, progress, total, message))
-
-    def log(self, token: int, level: str, data: Any, logger: str | None) -> None:
-        session = self.driver.session
-        self.driver.post(lambda: session.log(level, data, logger=logger, token=token))
-
-
 async def serve_connection(
     server: Server,
     conn: StdioServerConnection,
@@ -234,14 +224,7 @@ async def serve_connection(
     async with anyio.create_task_group() as tg:
         driver = _Driver(server, conn, writer, tg, trace)
 
-        def on_change(kind: str, uri: str | None) -> None:
-            session = conn.session
-            if kind == "resource" and uri is not None:
-                driver.post(lambda: session.notify_resource_updated(uri))
-            else:
-                driver.post(lambda: session.notify_list_changed(kind))
-
-        unsubscribe = server.add_listener(on_change)
+        unsubscribe = server.add_listener(change_listener(driver.post, conn.session))
         try:
             tg.start_soon(driver.write_loop)
             tg.start_soon(driver.timer_loop)

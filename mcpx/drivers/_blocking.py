@@ -24,7 +24,7 @@ from typing import Any
 
 from ..core import INTERNAL_ERROR, CancelRequest, Close, HandleRequest, Send, StdioServerConnection, Trace
 from ..server import Call, Context, Outcome, Server
-from ._common import apply_outcome, call_kwargs, trace_to_stderr
+from ._common import PostingSink, apply_outcome, call_kwargs, change_listener, trace_to_stderr
 
 __all__ = ["serve_blocking"]
 
@@ -126,7 +126,7 @@ class _BlockingDriver:
         except Exception as exc:
             invocation = Outcome.failure(INTERNAL_ERROR, f"Internal error: {exc}")
         if isinstance(invocation, Call):
-            ctx = Context(action.context, _Sink(self))
+            ctx = Context(action.context, PostingSink(self.post, self.session))
             with self.lock:
                 self.contexts[token] = ctx
                 if token in self.cancelled:
@@ -166,21 +166,6 @@ class _BlockingDriver:
             return call.fail(exc)
 
 
-class _Sink:
-    __slots__ = ("driver",)
-
-    def __init__(self, driver: _BlockingDriver) -> None:
-        self.driver = driver
-
-    def progress(self, token: int, progress: float, total: float | None, message: str | None) -> None:
-        session = self.driver.session
-        self.driver.post(lambda: session.progress(token, progress, total, message))
-
-    def log(self, token: int, level: str, data: Any, logger: str | None) -> None:
-        session = self.driver.session
-        self.driver.post(lambda: session.log(level, data, logger=logger, token=token))
-
-
 def serve_blocking(
     server: Server,
     conn: StdioServerConnection,
@@ -192,14 +177,7 @@ def serve_blocking(
     """Serve one stdio connection on threads until the peer closes it."""
     driver = _BlockingDriver(server, conn, out_fd, trace)
 
-    def on_change(kind: str, uri: str | None) -> None:
-        session = conn.session
-        if kind == "resource" and uri is not None:
-            driver.post(lambda: session.notify_resource_updated(uri))
-        else:
-            driver.post(lambda: session.notify_list_changed(kind))
-
-    unsubscribe = server.add_listener(on_change)
+    unsubscribe = server.add_listener(change_listener(driver.post, conn.session))
     try:
         driver.run(in_fd)
     finally:

@@ -3,12 +3,46 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..core import ServerSession, Trace
 from ..server import Call, Context, Outcome
 
-__all__ = ["apply_outcome", "call_kwargs", "trace_to_stderr"]
+__all__ = ["PostingSink", "apply_outcome", "call_kwargs", "change_listener", "trace_to_stderr"]
+
+Post = Callable[[Callable[[], Any]], None]
+"""A driver's way to run a change to the core on its loop, from any thread, then flush."""
+
+
+class PostingSink:
+    """The ``RequestSink`` every driver gives a handler's ``Context``."""
+
+    __slots__ = ("post", "session")
+
+    def __init__(self, post: Post, session: ServerSession) -> None:
+        self.post = post
+        self.session = session
+
+    def progress(self, token: int, progress: float, total: float | None, message: str | None) -> None:
+        session = self.session
+        self.post(lambda: session.progress(token, progress, total, message))
+
+    def log(self, token: int, level: str, data: Any, logger: str | None) -> None:
+        session = self.session
+        self.post(lambda: session.log(level, data, logger=logger, token=token))
+
+
+def change_listener(post: Post, session: ServerSession) -> Callable[[str, str | None], None]:
+    """A ``Server`` listener that tells ``session`` about list changes and resource updates."""
+
+    def on_change(kind: str, uri: str | None) -> None:
+        if kind == "resource" and uri is not None:
+            post(lambda: session.notify_resource_updated(uri))
+        else:
+            post(lambda: session.notify_list_changed(kind))
+
+    return on_change
 
 
 def apply_outcome(session: ServerSession, token: int, outcome: Outcome) -> None:

@@ -68,6 +68,8 @@ class _AsyncioWriter:
         self.writer = writer
 
     async def send(self, data: bytes) -> None:
+        if self.writer.transport.is_closing():
+            raise BrokenPipeError("stdout is closed")
         self.writer.write(data)
         await self.writer.drain()
 
@@ -110,7 +112,12 @@ class _TrioWriter:
         self.stream = stream
 
     async def send(self, data: bytes) -> None:
-        await self.stream.send_all(data)
+        import trio
+
+        try:
+            await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise BrokenPipeError(str(exc)) from exc
 
     async def aclose(self) -> None:
         return None

@@ -63,7 +63,9 @@ def context_parameter(fn: Callable[..., Any], context_type: type) -> str | None:
     hints = _hints(fn)
     for name in inspect.signature(fn).parameters:
         hint = hints.get(name)
-        members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        members = (
+            typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        )
         if context_type in members or (name == "ctx" and hint is None):
             return name
     return None

@@ -232,19 +232,11 @@ class _Prompt:
 
 
 @dataclass(slots=True, kw_only=True)
-class _Resource:
-    uri: str
-    fn: Callable[..., Any]
-    definition: dict[str, Any]
-    context_param: str | None
-    is_async: bool
-    mime_type: str | None
+class _Readable:
+    """A resource (``pattern`` is None) or a resource template."""
 
-
-@dataclass(slots=True, kw_only=True)
-class _Template:
-    uri_template: str
-    pattern: re.Pattern[str]
+    key: str  # the URI, or the URI template
+    pattern: re.Pattern[str] | None
     fn: Callable[..., Any]
     definition: dict[str, Any]
     context_param: str | None
@@ -309,8 +301,8 @@ class Server:
         self.validate_arguments = validate_arguments
         self._tools: dict[str, _Tool] = {}
         self._prompts: dict[str, _Prompt] = {}
-        self._resources: dict[str, _Resource] = {}
-        self._templates: list[_Template] = []
+        self._resources: dict[str, _Readable] = {}
+        self._templates: list[_Readable] = []
         self._completers: dict[tuple[str, str, str], _Completer] = {}
         self._listeners: list[Callable[[str, str | None], None]] = []
 
@@ -447,32 +439,8 @@ class Server:
         icons: Sequence[Mapping[str, Any]] | None = None,
     ) -> Callable[[F], F]:
         """Register a resource read by calling the function (returns str, bytes or contents)."""
-
-        def register(func: F) -> F:
-            definition = _clean(
-                {
-                    "uri": uri,
-                    "name": name or func.__name__,
-                    "title": title,
-                    "description": description if description is not None else inspect.getdoc(func),
-                    "mimeType": mime_type,
-                    "size": size,
-                    "annotations": dict(annotations) if annotations else None,
-                    "icons": [dict(i) for i in icons] if icons else None,
-                }
-            )
-            self._resources[uri] = _Resource(
-                uri=uri,
-                fn=func,
-                definition=definition,
-                context_param=context_parameter(func, Context),
-                is_async=_is_async(func),
-                mime_type=mime_type,
-            )
-            self._changed("resources")
-            return func
-
-        return register
+        extra = {"uri": uri, "size": size}
+        return self._readable(uri, None, extra, name, title, description, mime_type, annotations, icons)
 
     def resource_template(
         self,
@@ -486,11 +454,28 @@ class Server:
         icons: Sequence[Mapping[str, Any]] | None = None,
     ) -> Callable[[F], F]:
         """Register a URI template; the function receives the template's variables."""
+        extra = {"uriTemplate": uri_template}
+        pattern = _template_regex(uri_template)
+        return self._readable(
+            uri_template, pattern, extra, name, title, description, mime_type, annotations, icons
+        )
 
+    def _readable(
+        self,
+        key: str,
+        pattern: re.Pattern[str] | None,
+        extra: dict[str, Any],
+        name: str | None,
+        title: str | None,
+        description: str | None,
+        mime_type: str | None,
+        annotations: Mapping[str, Any] | None,
+        icons: Sequence[Mapping[str, Any]] | None,
+    ) -> Callable[[F], F]:
         def register(func: F) -> F:
             definition = _clean(
                 {
-                    "uriTemplate": uri_template,
+                    **extra,
                     "name": name or func.__name__,
                     "title": title,
                     "description": description if description is not None else inspect.getdoc(func),
@@ -499,17 +484,19 @@ class Server:
                     "icons": [dict(i) for i in icons] if icons else None,
                 }
             )
-            self._templates.append(
-                _Template(
-                    uri_template=uri_template,
-                    pattern=_template_regex(uri_template),
-                    fn=func,
-                    definition=definition,
-                    context_param=context_parameter(func, Context),
-                    is_async=_is_async(func),
-                    mime_type=mime_type,
-                )
+            entry = _Readable(
+                key=key,
+                pattern=pattern,
+                fn=func,
+                definition=definition,
+                context_param=context_parameter(func, Context),
+                is_async=_is_async(func),
+                mime_type=mime_type,
             )
+            if pattern is None:
+                self._resources[key] = entry
+            else:
+                self._templates.append(entry)
             self._changed("resources")
             return func
 
@@ -619,14 +606,8 @@ class Server:
         return self._page([t.definition for t in self._tools.values()], params, "tools")
 
     def _call_tool(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise McpError(INVALID_PARAMS, "Invalid params: tools/call needs params.name, a string")
-        tool = self._tools.get(name)
-        if tool is None:
-            raise McpError(
-                INVALID_PARAMS, f"Unknown tool: no tool named {name!r}; tools/list shows the tools on offer"
-            )
+        tool = _named(params, self._tools, "tool", "tools/call")
+        name = tool.name
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, dict):
             raise McpError(INVALID_PARAMS, "Invalid params: arguments must be an object")
@@ -662,14 +643,8 @@ class Server:
         return self._page([p.definition for p in self._prompts.values()], params, "prompts")
 
     def _get_prompt(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise McpError(INVALID_PARAMS, "Invalid params: prompts/get needs params.name, a string")
-        prompt = self._prompts.get(name)
-        if prompt is None:
-            raise McpError(
-                INVALID_PARAMS, f"Unknown prompt: no prompt named {name!r}; prompts/list shows the prompts"
-            )
+        prompt = _named(params, self._prompts, "prompt", "prompts/get")
+        name = prompt.name
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
             raise McpError(INVALID_PARAMS, "Invalid params: prompt arguments must be an object of strings")
@@ -704,38 +679,27 @@ class Server:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise McpError(INVALID_PARAMS, "Invalid params: resources/read needs params.uri, a string")
-        static = self._resources.get(uri)
-        if static is not None:
-            fn, kwargs, is_async, ctx_param, mime = (
-                static.fn,
-                {},
-                static.is_async,
-                static.context_param,
-                static.mime_type,
-            )
-        else:
+        entry = self._resources.get(uri)
+        kwargs: dict[str, Any] = {}
+        if entry is None:
             for template in self._templates:
+                assert template.pattern is not None
                 match = template.pattern.match(uri)
                 if match:
-                    fn, kwargs, is_async, ctx_param, mime = (
-                        template.fn,
-                        match.groupdict(),
-                        template.is_async,
-                        template.context_param,
-                        template.mime_type,
-                    )
+                    entry, kwargs = template, match.groupdict()
                     break
             else:
                 raise McpError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
+        mime = entry.mime_type
 
         def finish(value: Any) -> Outcome:
             return Outcome(result={"contents": _contents(value, uri, mime)})
 
         return Call(
-            fn=fn,
+            fn=entry.fn,
             kwargs=kwargs,
-            is_async=is_async,
-            context_param=ctx_param,
+            is_async=entry.is_async,
+            context_param=entry.context_param,
             finish=finish,
             fail=_internal_failure,
         )
@@ -784,6 +748,23 @@ class Server:
             finish=finish,
             fail=_internal_failure,
         )
+
+
+_E = TypeVar("_E")
+
+
+def _named(params: Mapping[str, Any], registry: Mapping[str, _E], kind: str, method: str) -> _E:
+    """The registry entry ``params.name`` names; ``-32602`` when there is none."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise McpError(INVALID_PARAMS, f"Invalid params: {method} needs params.name, a string")
+    entry = registry.get(name)
+    if entry is None:
+        raise McpError(
+            INVALID_PARAMS,
+            f"Unknown {kind}: no {kind} named {name!r}; {kind}s/list shows the {kind}s on offer",
+        )
+    return entry
 
 
 def _internal_failure(exc: BaseException) -> Outcome:

@@ -10,6 +10,8 @@ carries at this revision, which notifications arrive, which errors come back.
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -512,3 +514,24 @@ def test_modern_meta_is_never_remembered(peer: StdioPeer) -> None:
     peer.notifications.clear()
     peer.result("tools/call", {"name": "count", "arguments": {"to": 1}})
     assert _count_notifications(peer, "notifications/message") == []
+
+
+def test_a_peer_that_stops_reading_ends_the_server_quietly(loop: str) -> None:
+    """No traceback and a clean exit when stdout's reader goes away."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcpx", "demo", "--loop", loop],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    try:
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n' * 50)
+        proc.stdin.flush()
+        time.sleep(0.3)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    assert proc.wait(timeout=10) == 0
+    assert b"Traceback" not in proc.stderr.read()
