@@ -369,11 +369,11 @@ class ServerSession:
         self._check_open()
         rev = self._peer_revision()
         if rev is not Revision.V2025_03_26:
+            negotiated = f" (this connection negotiated {rev})" if self._negotiated else ""
             self._send_error(
                 None,
                 INVALID_REQUEST,
-                f"JSON-RPC batches are defined only in MCP 2025-03-26; this connection is on {rev}. "
-                "Send each message on its own.",
+                f"JSON-RPC batches are defined only in MCP 2025-03-26{negotiated}; send each message on its own",
                 None,
                 rev,
                 None,
