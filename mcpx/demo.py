@@ -6,7 +6,7 @@
 tools      echo, add, tiny_image, tiny_audio, embedded_note, readme_link,
            weather (structured content with an output schema),
            count (progress and log messages), fail (an ``isError`` result),
-           sleep (for cancellation and drain)
+           sleep and sleep_sync (cancellation and drain, async and threaded)
 resources  demo://readme (text), demo://logo.png (binary),
            template demo://greeting/{name}
 prompts    greet(name), review(code, language?)
@@ -16,6 +16,7 @@ completion greet.name, review.language, demo://greeting/{name}
 from __future__ import annotations
 
 import struct
+import time
 import zlib
 
 import anyio
@@ -131,6 +132,14 @@ def build_demo_server() -> Server:
         """Sleep, then say so (cancel it to see cancellation)."""
         await anyio.sleep(seconds)
         return f"slept {seconds}s"
+
+    @server.tool
+    def sleep_sync(seconds: float, ctx: Context) -> str:
+        """Sleep in a worker thread, waking early if cancelled (a sync tool)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not ctx.cancelled:
+            time.sleep(0.01)
+        return f"slept {seconds}s" if not ctx.cancelled else "cancelled"
 
     @server.resource("demo://readme", name="readme", title="Read me", mime_type="text/plain")
     def readme() -> str:

@@ -111,8 +111,9 @@ class Revision(enum.StrEnum):
             return NotImplemented
         return _ORDER[self] >= _ORDER[other]
 
-    def __hash__(self) -> int:
-        return str.__hash__(self)
+    # Defining the comparisons would otherwise drop the inherited hash; take
+    # str's directly (no Python-level call on every dict lookup).
+    __hash__ = str.__hash__
 
 
 R24: Final = Revision.V2024_11_05

@@ -304,6 +304,7 @@ class ServerSession:
         self._legacy = tuple(r for r in LEGACY_REVISIONS if r in config.revisions)
         self._modern = tuple(r for r in MODERN_REVISIONS if r in config.revisions)
         self._caps = {rev: self._cut_capabilities(rev) for rev in REVISIONS}
+        self._server_info = {rev: downgrade(config.server_info, "Implementation", rev) for rev in REVISIONS}
 
     # ------------------------------------------------------------------
     # Introspection
@@ -654,7 +655,7 @@ class ServerSession:
         result: dict[str, Any] = {
             "protocolVersion": str(chosen),
             "capabilities": self._caps[chosen],
-            "serverInfo": downgrade(self.config.server_info, "Implementation", chosen),
+            "serverInfo": self._server_info[chosen],
         }
         if self.config.instructions:
             result["instructions"] = self.config.instructions
@@ -1015,12 +1016,7 @@ class ServerSession:
         shape = rule.result if rule is not None and rule.result else "EmptyResult"
         rev = rec.shape_revision
         if rev.is_modern:
-            result = envelope(
-                result,
-                rec.method,
-                downgrade(self.config.server_info, "Implementation", rev),
-                self.config.ages,
-            )
+            result = envelope(result, rec.method, self._server_info[rev], self.config.ages)
         return downgrade(result, shape, rev, strict=self.config.policy.strict(rev))  # type: ignore[no-any-return]
 
     def _reply(self, rec: _InFlight, obj: dict[str, Any]) -> None:

@@ -4,7 +4,7 @@ The same loop as every driver (STYLE.md §10), with a lock instead of an event
 loop: the main thread reads stdin with ``select`` (timed out at the core's
 next timer), and under the lock feeds the core, drains its actions and
 carries them out.  Writes happen under the same lock, so bytes leave in the
-order the core produced them.  Sync handlers run in a thread pool; async
+order the core produced them.  Sync handlers run on their own daemon threads; async
 handlers run on one private asyncio loop in a background thread, so an
 embedding program that prefers threads can still register coroutines.
 Cancellation cancels an async handler's task and sets ``ctx.cancelled`` for a
@@ -40,10 +40,9 @@ class _BlockingDriver:
         self.trace = trace
         self.lock = threading.RLock()
         self.closed = threading.Event()
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="mcpx-handler")
         self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread: threading.Thread | None = None
-        self.futures: dict[int, concurrent.futures.Future[Any]] = {}
+        self.futures: dict[int, concurrent.futures.Future[None]] = {}
         self.contexts: dict[int, Context] = {}
         self.cancelled: set[int] = set()
 
@@ -55,24 +54,32 @@ class _BlockingDriver:
             self.flush()
 
     def flush(self) -> None:
-        """Drain and perform the core's actions; the caller holds the lock."""
-        for action in self.conn.next_actions():
-            if isinstance(action, Send):
-                self._write(action.payload)
-            elif isinstance(action, HandleRequest):
-                self.pool.submit(self.run_request, action)
-            elif isinstance(action, CancelRequest):
-                self.cancelled.add(action.token)
-                ctx = self.contexts.get(action.token)
-                if ctx is not None:
-                    ctx._cancel()
-                future = self.futures.get(action.token)
-                if future is not None:
-                    future.cancel()
-            elif isinstance(action, Close):
-                self.closed.set()
-            elif isinstance(action, Trace) and self.trace:
-                trace_to_stderr(action)
+        """Drain and perform the core's actions until none are left; the caller holds the lock.
+
+        Everything the drain produced for the peer is written in one go, in
+        the order the core produced it.
+        """
+        out: list[bytes] = []
+        while actions := self.conn.next_actions():
+            for action in actions:
+                if isinstance(action, Send):
+                    out.append(action.payload)
+                elif isinstance(action, HandleRequest):
+                    self.start(action)
+                elif isinstance(action, CancelRequest):
+                    self.cancelled.add(action.token)
+                    ctx = self.contexts.get(action.token)
+                    if ctx is not None:
+                        ctx._cancel()
+                    future = self.futures.get(action.token)
+                    if future is not None:
+                        future.cancel()
+                elif isinstance(action, Close):
+                    self.closed.set()
+                elif isinstance(action, Trace) and self.trace:
+                    trace_to_stderr(action)
+        if out:
+            self._write(b"".join(out))
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -104,7 +111,6 @@ class _BlockingDriver:
                     self.flush()
 
     def shutdown(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
 
@@ -119,51 +125,60 @@ class _BlockingDriver:
                 self.loop, self.loop_thread = loop, thread
             return self.loop
 
-    def run_request(self, action: HandleRequest) -> None:
+    def start(self, action: HandleRequest) -> None:
+        """Begin one request (under the lock): answer at once, or hand it to a handler thread or loop."""
         token = action.token
         try:
             invocation = self.server.route(action.method, action.params, action.context)
         except Exception as exc:
             invocation = Outcome.failure(INTERNAL_ERROR, f"Internal error: {exc}")
-        if isinstance(invocation, Call):
-            ctx = Context(action.context, PostingSink(self.post, self.session))
-            with self.lock:
-                self.contexts[token] = ctx
-                if token in self.cancelled:
-                    ctx._cancel()
-            outcome = self.invoke(token, invocation, ctx)
+        if isinstance(invocation, Outcome):
+            apply_outcome(self.session, token, invocation)  # drained by flush()'s loop
+            return
+        ctx = Context(action.context, PostingSink(self.post, self.session))
+        self.contexts[token] = ctx
+        if invocation.is_async:
+            coroutine = self.run_async(token, invocation, ctx)
+            self.futures[token] = asyncio.run_coroutine_threadsafe(coroutine, self._async_loop())
         else:
-            outcome = invocation
-        with self.lock:
-            self.contexts.pop(token, None)
-            self.futures.pop(token, None)
-            if token in self.cancelled:
-                self.cancelled.discard(token)
-                self.session.discard(token)
-            elif outcome is not None:
-                apply_outcome(self.session, token, outcome)
-            self.flush()
+            # A daemon thread per sync call: a handler that never returns must
+            # not keep the process alive once the session has closed.
+            threading.Thread(
+                target=self.run_sync, args=(token, invocation, ctx), name="mcpx-handler", daemon=True
+            ).start()
 
-    def invoke(self, token: int, call: Call, ctx: Context) -> Outcome | None:
-        kwargs = call_kwargs(call, ctx)
+    async def run_async(self, token: int, call: Call, ctx: Context) -> None:
         try:
-            if call.is_async:
-                future = asyncio.run_coroutine_threadsafe(call.fn(**kwargs), self._async_loop())
-                with self.lock:
-                    self.futures[token] = future
-                    if token in self.cancelled:
-                        future.cancel()
-                value = future.result()
-            else:
-                value = call.fn(**kwargs)
-        except concurrent.futures.CancelledError:
-            return None
+            outcome: Outcome | None = _finish(call, await call.fn(**call_kwargs(call, ctx)))
+        except asyncio.CancelledError:
+            outcome = None
         except Exception as exc:
-            return call.fail(exc)
+            outcome = call.fail(exc)
+        self.post(lambda: self.finish(token, outcome))
+
+    def run_sync(self, token: int, call: Call, ctx: Context) -> None:
         try:
-            return call.finish(value)
+            outcome = _finish(call, call.fn(**call_kwargs(call, ctx)))
         except Exception as exc:
-            return call.fail(exc)
+            outcome = call.fail(exc)
+        self.post(lambda: self.finish(token, outcome))
+
+    def finish(self, token: int, outcome: Outcome | None) -> None:
+        """Report a handler's end to the session (under the lock)."""
+        self.contexts.pop(token, None)
+        self.futures.pop(token, None)
+        if token in self.cancelled:
+            self.cancelled.discard(token)
+            self.session.discard(token)
+        elif outcome is not None:
+            apply_outcome(self.session, token, outcome)
+
+
+def _finish(call: Call, value: object) -> Outcome:
+    try:
+        return call.finish(value)
+    except Exception as exc:
+        return call.fail(exc)
 
 
 def serve_blocking(

@@ -391,6 +391,18 @@ def test_cancelled_request_gets_no_response(peer: StdioPeer, revision: str) -> N
     assert not [f for f in peer.received if f.get("id") == slow], "a cancelled request must not be answered"
 
 
+def test_cancelling_a_threaded_handler(peer: StdioPeer) -> None:
+    """A sync tool runs on a worker thread; cancelling it stops it and nothing is answered."""
+    peer.initialize("2025-11-25")
+    slow = peer.request("tools/call", {"name": "sleep_sync", "arguments": {"seconds": 30}})
+    time.sleep(0.2)
+    peer.notify("notifications/cancelled", {"requestId": slow})
+    quick = peer.result("tools/call", {"name": "sleep_sync", "arguments": {"seconds": 0.05}})
+    assert texts(quick) == ["slept 0.05s"]
+    assert peer.close(timeout=10) == 0
+    assert not [f for f in peer.received if f.get("id") == slow]
+
+
 def test_end_of_input_drains_requests_in_flight(loop: str) -> None:
     peer = StdioPeer(loop)
     try:
@@ -403,11 +415,12 @@ def test_end_of_input_drains_requests_in_flight(loop: str) -> None:
         peer.kill()
 
 
-def test_drain_time_bounds_how_long_end_of_input_waits(loop: str) -> None:
+@pytest.mark.parametrize("tool", ["sleep", "sleep_sync"])
+def test_drain_time_bounds_how_long_end_of_input_waits(loop: str, tool: str) -> None:
     peer = StdioPeer(loop, "--drain", "0.5")
     try:
         peer.initialize("2025-06-18")
-        slow = peer.request("tools/call", {"name": "sleep", "arguments": {"seconds": 30}})
+        slow = peer.request("tools/call", {"name": tool, "arguments": {"seconds": 30}})
         time.sleep(0.1)
         started = time.monotonic()
         assert peer.close(timeout=10) == 0
