@@ -813,11 +813,12 @@ class ServerSession:
         if rev is None:
             supported = [str(r) for r in self._modern]
             self._trace("unsupported-version", request_id=req.id, requested=version)
-            hint = (
-                f"use one of {', '.join(supported)} in _meta, or negotiate {version} with initialize"
-                if version in REVISIONS
-                else f"use one of {', '.join(supported)}"
-            )
+            options = []
+            if supported:
+                options.append(f"send one of {', '.join(supported)} in _meta")
+            if self._legacy and (version in self._legacy or not supported):
+                options.append(f"negotiate one of {', '.join(self._legacy)} with initialize")
+            hint = " or ".join(options) if options else "this server speaks no revision you can use"
             raise RemoteProtocolError(
                 f"Unsupported protocol version {version!r} in params._meta; {hint}",
                 code=UNSUPPORTED_PROTOCOL_VERSION,

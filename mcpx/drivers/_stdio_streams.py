@@ -1,15 +1,16 @@
 """Byte streams over the process's stdin and stdout, per event loop.
 
 Pipes, sockets and terminals are read and written without threads (asyncio's
-pipe transports, trio's ``FdStream``); a regular file — ``mcpx demo < in.jsonl
-> out.jsonl`` — cannot be polled, so it is read and written from a worker
-thread instead.
+pipe transports, trio's ``FdStream``); what the event loop cannot poll — a
+regular file (``mcpx demo < in.jsonl > out.jsonl``), ``/dev/null`` — is read
+and written from a worker thread instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import selectors
 import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -27,8 +28,18 @@ __all__ = ["open_stdio"]
 CHUNK = 64 * 1024
 
 
-def _pollable(fd: int) -> bool:
-    return not stat.S_ISREG(os.fstat(fd).st_mode)
+def _pollable(fd: int, events: int = selectors.EVENT_READ) -> bool:
+    """Whether the event loop can poll ``fd`` (epoll refuses regular files and /dev/null)."""
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return False
+    probe = selectors.DefaultSelector()
+    try:
+        probe.register(fd, events)
+    except (OSError, ValueError):
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 class _ThreadReader:
@@ -89,7 +100,7 @@ async def _asyncio_streams(in_fd: int, out_fd: int) -> tuple[ByteReader, ByteWri
         reader = _AsyncioReader(stream_reader)
     else:
         reader = _ThreadReader(in_fd)
-    if _pollable(out_fd):
+    if _pollable(out_fd, selectors.EVENT_WRITE):
         transport, write_protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, os.fdopen(os.dup(out_fd), "wb", buffering=0)
         )
@@ -142,7 +153,7 @@ async def open_stdio(
         trio_reader = _TrioReader(streams[-1])
     else:
         trio_reader = _ThreadReader(in_fd)
-    if _pollable(out_fd):
+    if _pollable(out_fd, selectors.EVENT_WRITE):
         streams.append(trio.lowlevel.FdStream(os.dup(out_fd)))
         trio_writer = _TrioWriter(streams[-1])
     else:

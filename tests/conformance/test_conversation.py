@@ -10,6 +10,7 @@ carries at this revision, which notifications arrive, which errors come back.
 from __future__ import annotations
 
 import base64
+import os
 import subprocess
 import sys
 import time
@@ -548,3 +549,16 @@ def test_a_peer_that_stops_reading_ends_the_server_quietly(loop: str) -> None:
         pass
     assert proc.wait(timeout=10) == 0
     assert b"Traceback" not in proc.stderr.read()
+
+
+def test_stdin_that_is_already_at_its_end_exits_cleanly(loop: str) -> None:
+    """/dev/null cannot be polled by epoll; the driver must still see end of input and exit."""
+    with open(os.devnull, "rb") as devnull:
+        done = subprocess.run(
+            [sys.executable, "-m", "mcpx", "demo", "--loop", loop],
+            stdin=devnull,
+            capture_output=True,
+            timeout=20,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"" and b"Traceback" not in done.stderr
