@@ -559,6 +559,7 @@ def test_stdin_that_is_already_at_its_end_exits_cleanly(loop: str) -> None:
             stdin=devnull,
             capture_output=True,
             timeout=20,
+            check=False,
         )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"" and b"Traceback" not in done.stderr
