@@ -9,6 +9,7 @@ unknown revision is refused with the list of valid ones.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 import typer
@@ -77,10 +78,16 @@ def demo(
         int, typer.Option(help="Longest accepted stdio line in bytes (transport.maxLine).")
     ] = DEFAULT_MAX_LINE,
     trace: Annotated[bool, typer.Option(help="Write version decisions to stderr.")] = False,
+    http: Annotated[
+        int | None,
+        typer.Option("--http", help="Serve Streamable HTTP on this port (0 picks one) instead of stdio."),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to bind with --http.")] = "127.0.0.1",
+    unix: Annotated[str | None, typer.Option(help="Also (or only) serve HTTP on this unix socket.")] = None,
 ) -> None:
-    """Serve the built-in demo server over stdio."""
+    """Serve the built-in demo server over stdio (or HTTP with --http / --unix)."""
     from ..demo import build_demo_server
-    from ..drivers import serve_stdio
+    from ..drivers import serve_http, serve_stdio
 
     if loop not in LOOPS:
         raise typer.BadParameter(f"unknown loop {loop!r}; choose one of {', '.join(LOOPS)}")
@@ -91,7 +98,18 @@ def demo(
         raise typer.BadParameter(str(exc)) from None
     server = build_demo_server()
     config = server.session_config(policy=policy, revisions=spoken, drain=drain, trace=trace)
-    serve_stdio(server, loop=loop, config=config, max_line=max_line, trace=trace)
+    if http is None and unix is None:
+        serve_stdio(server, loop=loop, config=config, max_line=max_line, trace=trace)
+        return
+
+    def ready(urls: list[str]) -> None:
+        for url in urls:
+            typer.echo(f"mcpx: serving MCP at {url}", err=True)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        serve_http(
+            server, loop=loop, host=host, port=http, unix_path=unix, config=config, trace=trace, ready=ready
+        )
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ from ._errors import (
     RemoteProtocolError,
 )
 from ._framing import DEFAULT_MAX_LINE, EndOfInput, Line, LineReader, LineTooLong
+from ._http import CloseConnection, HttpConfig, HttpServer, SendBytes, http_status_for
 from ._jsonrpc import (
     ErrorResponse,
     InvalidMessage,
@@ -61,6 +62,7 @@ from ._revisions import (
     parse_revision,
 )
 from ._session import ConnectionState, ServerConfig, ServerSession
+from ._sse import SseDecoder, SseEvent, comment, encode_event
 from ._stdio import StdioServerConnection
 
 __all__ = [
@@ -88,11 +90,14 @@ __all__ = [
     "Between",
     "CancelRequest",
     "Close",
+    "CloseConnection",
     "ConnectionState",
     "EndOfInput",
     "Era",
     "ErrorResponse",
     "HandleRequest",
+    "HttpConfig",
+    "HttpServer",
     "InvalidMessage",
     "Line",
     "LineReader",
@@ -110,16 +115,22 @@ __all__ = [
     "Response",
     "Revision",
     "Send",
+    "SendBytes",
     "ServerConfig",
     "ServerSession",
     "SpecPolicy",
+    "SseDecoder",
+    "SseEvent",
     "StdioServerConnection",
     "Trace",
+    "comment",
     "decode",
     "downgrade",
     "downgrade_error",
     "encode",
+    "encode_event",
     "envelope",
+    "http_status_for",
     "parse_message",
     "parse_revision",
 ]

@@ -9,7 +9,8 @@ with ``next_actions()`` after every input, in order (STYLE.md §2, §10):
     response, or a notification about it — so a Streamable HTTP binding can
     put it on that request's stream; ``None`` means a connection-level
     message (a legacy list-changed notification, a log without a request).
-    ``final`` marks the response that ends ``stream``.
+    ``final`` marks the response that ends ``stream``; ``error_code`` is set
+    when that response is a JSON-RPC error (a binding maps it to a status).
 ``HandleRequest``
     Run the application's handler for a request the session has judged
     legal, and later call ``respond``/``respond_error`` (or ``discard`` once
@@ -74,6 +75,7 @@ class Send:
     payload: bytes
     stream: int | None = None
     final: bool = False
+    error_code: int | None = None  # set when the payload is a JSON-RPC error response
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -49,8 +49,10 @@ and ``handle_timer``, plus the application's ``respond``/``respond_error``/
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Callable, Iterable, Mapping
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -125,6 +127,7 @@ class _Input(enum.Enum):
     NOTIFICATION = "notification"
     RESPONSE = "response"
     END_OF_INPUT = "end of input"
+    TERMINATE = "terminate"
     DRAINED = "drained"
 
 
@@ -159,6 +162,10 @@ _TRANSITIONS: Final[dict[tuple[ConnectionState, _Input], tuple[str, ConnectionSt
     (_READY, _Input.RESPONSE): ("_peer_response", _READY),
     (_READY, _Input.END_OF_INPUT): ("_start_drain", _CLOSING),
     (_CLOSING, _Input.DRAINED): ("_closed", _CLOSED),
+    (_NEW, _Input.TERMINATE): ("_terminate", _CLOSED),
+    (_INIT, _Input.TERMINATE): ("_terminate", _CLOSED),
+    (_READY, _Input.TERMINATE): ("_terminate", _CLOSED),
+    (_CLOSING, _Input.TERMINATE): ("_terminate", _CLOSED),
 }
 """Connection-level transitions.  Requests are judged one by one in ``_serve``;
 what is missing here (input after end of input, a second end) is illegal."""
@@ -240,9 +247,10 @@ class _Listen:
 
 @dataclass(slots=True)
 class _Batch:
-    token: int
+    stream: int
     pending: int
     replies: list[dict[str, Any]] = field(default_factory=list)
+    sent: bool = False
 
 
 @dataclass(slots=True)
@@ -283,13 +291,24 @@ class ServerSession:
     ``listChanged``/``subscribe`` are not declared.
     """
 
-    def __init__(self, config: ServerConfig, *, newline: bool = False, can_push: bool = True) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        *,
+        newline: bool = False,
+        can_push: bool = True,
+        stateless: bool = False,
+        tokens: Iterator[int] | None = None,
+    ) -> None:
         self.config = config
+        self._stateless = stateless
+        self._tokens = tokens if tokens is not None else itertools.count(1)
+        self._input_stream: int | None = None
+        self._input_revision: Revision | None = None
         self._dump_option = orjson.OPT_APPEND_NEWLINE if newline else 0
         self._can_push = can_push
         self._state = ConnectionState.NEW
         self._actions: list[Action] = []
-        self._next_token = 1
         self._next_server_id = -1
         self._inflight: dict[int, _InFlight] = {}
         self._cancelled_tokens: set[int] = set()  # cancelled, handler not yet reported back
@@ -341,33 +360,54 @@ class ServerSession:
     # Inputs from the peer
     # ------------------------------------------------------------------
 
-    def receive_message(self, message: Message) -> None:
-        """One message from the peer."""
-        self._receive(message, None)
+    def receive_message(
+        self, message: Message, *, stream: int | None = None, revision: Revision | None = None
+    ) -> None:
+        """One message from the peer.
 
-    def receive_json(self, obj: Any) -> None:
+        A transport that carries each request on its own stream (Streamable
+        HTTP) passes ``stream``: every reply to this input names it.  ``revision``
+        is what the transport says the peer speaks (HTTP's
+        ``MCP-Protocol-Version``), used for legacy requests when this session
+        negotiated nothing.
+        """
+        with self._input(stream, revision):
+            self._receive(message, None)
+
+    def receive_json(self, obj: Any, *, stream: int | None = None, revision: Revision | None = None) -> None:
         """One decoded JSON value: a message or (2025-03-26) a batch."""
         if isinstance(obj, list):
-            self.receive_batch(obj)
+            self.receive_batch(obj, stream=stream, revision=revision)
             return
         try:
             message = parse_message(obj)
         except InvalidMessage as exc:
-            self.receive_invalid(exc)
+            self.receive_invalid(exc, stream=stream, revision=revision)
             return
-        self._receive(message, None)
+        self.receive_message(message, stream=stream, revision=revision)
 
-    def receive_invalid(self, error: RemoteProtocolError) -> None:
+    def receive_invalid(
+        self, error: RemoteProtocolError, *, stream: int | None = None, revision: Revision | None = None
+    ) -> None:
         """A frame that could not be read: answer it and carry on."""
         self._check_open()
-        request_id = error.request_id if isinstance(error, InvalidMessage) else None
-        if request_id is not None and request_id in self._by_peer_id:
-            request_id = None  # never answer for a request that is still running
-        self._send_error(request_id, error.code, error.message, error.data, self._peer_revision(), None)
+        with self._input(stream, revision):
+            request_id = error.request_id if isinstance(error, InvalidMessage) else None
+            if request_id is not None and request_id in self._by_peer_id:
+                request_id = None  # never answer for a request that is still running
+            self._send_error(
+                request_id, error.code, error.message, error.data, self._peer_revision(), self._input_stream
+            )
 
-    def receive_batch(self, items: list[Any]) -> None:
+    def receive_batch(
+        self, items: list[Any], *, stream: int | None = None, revision: Revision | None = None
+    ) -> None:
         """A JSON-RPC batch: defined by 2025-03-26 only (digest §5)."""
         self._check_open()
+        with self._input(stream, revision):
+            self._batch(items)
+
+    def _batch(self, items: list[Any]) -> None:
         rev = self._peer_revision()
         if rev is not Revision.V2025_03_26:
             negotiated = f" (this connection negotiated {rev})" if self._negotiated else ""
@@ -377,13 +417,15 @@ class ServerSession:
                 f"JSON-RPC batches are defined only in MCP 2025-03-26{negotiated}; send each message on its own",
                 None,
                 rev,
-                None,
+                self._input_stream,
             )
             return
         if not items:
-            self._send_error(None, INVALID_REQUEST, "Invalid Request: empty batch", None, rev, None)
+            self._send_error(
+                None, INVALID_REQUEST, "Invalid Request: empty batch", None, rev, self._input_stream
+            )
             return
-        batch = _Batch(token=self._take_token(), pending=0)
+        batch = _Batch(stream=self._reply_stream(), pending=0)
         messages: list[Message] = []
         for item in items:
             try:
@@ -409,6 +451,22 @@ class ServerSession:
         """The peer closed its side: drain what is in flight, then close."""
         self._transition(_Input.END_OF_INPUT, now)
 
+    def abandon(self, stream: int) -> None:
+        """The transport lost ``stream``: cancel every request whose replies go on it.
+
+        For 2026-07-28 over HTTP, closing a request's stream is its
+        cancellation; the caller decides when a lost stream means that (a
+        legacy session's dropped POST does not).
+        """
+        for rec in [r for r in self._inflight.values() if r.stream == stream]:
+            self._trace("abandoned", request_id=rec.id)
+            self._cancel(rec, "the client closed the stream")
+        self._maybe_drained()
+
+    def terminate(self) -> None:
+        """End the session now (HTTP ``DELETE``, a lost HTTP+SSE stream): cancel everything, close."""
+        self._transition(_Input.TERMINATE)
+
     def handle_timer(self, now: float) -> None:
         """Call when ``get_timer()``'s deadline has passed."""
         if self._state is _CLOSING and self._drain_deadline is not None and now >= self._drain_deadline:
@@ -433,7 +491,7 @@ class ServerSession:
         if rec is None:
             return
         code, data = downgrade_error(code, data, rec.revision)
-        self._reply(rec, ErrorResponse(id=rec.id, code=code, message=message, data=data).to_obj())
+        self._reply(rec, ErrorResponse(id=rec.id, code=code, message=message, data=data).to_obj(), code)
 
     def discard(self, token: int) -> None:
         """Acknowledge that the handler of a cancelled request has stopped.
@@ -632,7 +690,7 @@ class ServerSession:
         problem = self._initialize_problem(req)
         assert problem is not None
         code, message, data = problem
-        self._send_error(req.id, code, message, data, OLDEST, self._take_token())
+        self._send_error(req.id, code, message, data, OLDEST, self._reply_stream())
 
     def _negotiate(self, req: Request) -> None:
         params = req.params or {}
@@ -659,7 +717,7 @@ class ServerSession:
         }
         if self.config.instructions:
             result["instructions"] = self.config.instructions
-        self._emit(Response(id=req.id, result=result).to_obj(), self._take_token(), True)
+        self._emit(Response(id=req.id, result=result).to_obj(), self._reply_stream(), True)
 
     def _already_initialized(self, req: Request) -> None:
         self._send_error(
@@ -669,14 +727,17 @@ class ServerSession:
             "initialize is sent once per connection",
             None,
             self._negotiated or OLDEST,
-            self._take_token(),
+            self._reply_stream(),
         )
 
     def _serve(self, req: Request, batch: _Batch | None = None) -> None:
         token = self._take_token()
-        # Every request gets a token, answered or refused, so its reply names
-        # the stream it belongs to.
-        stream = batch.token if batch is not None else token
+        # Every request gets a token, answered or refused, and its replies name
+        # a stream: the transport's, the batch's, or its own token.
+        if batch is not None:
+            stream = batch.stream
+        else:
+            stream = self._input_stream if self._input_stream is not None else token
         if req.id in self._by_peer_id:
             self._error_in(
                 batch,
@@ -742,9 +803,6 @@ class ServerSession:
             reason = params.get("reason")
             self._trace("cancelled", request_id=rec.id, reason=reason)
             self._cancel(rec, reason if isinstance(reason, str) else None)
-            if rec.batch is not None:
-                rec.batch.pending -= 1
-                self._flush_batch(rec.batch)
             self._maybe_drained()
         # Every other notification (progress, roots/list_changed, …) needs no
         # reply; unknown ones are ignored, as JSON-RPC asks.
@@ -767,6 +825,11 @@ class ServerSession:
             self._finish_listen(rec)  # the last one may complete the drain
         self._maybe_drained()
 
+    def _terminate(self) -> None:
+        for rec in list(self._inflight.values()):
+            self._cancel(rec, "the session ended")
+        self._closed()
+
     def _closed(self, *_: Any) -> None:
         self._drain_deadline = None
         self._actions.append(Close())
@@ -785,7 +848,7 @@ class ServerSession:
             or req.method == "server/discover"
         ):
             return self._judge_modern(req, meta, has_meta)
-        rev = self._negotiated or OLDEST
+        rev = self._peer_revision()
         return _Judgement(
             revision=rev,
             modern=False,
@@ -909,13 +972,16 @@ class ServerSession:
                 f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}", code=INVALID_PARAMS
             )
         assert isinstance(level, str)
-        self._log_level = level
+        if not self._stateless:  # outside a session there is nothing to keep it in
+            self._log_level = level
         return {}
 
     def _subscribe(self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement) -> dict[str, Any]:
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise RemoteProtocolError("Invalid params: uri must be a string", code=INVALID_PARAMS)
+        if self._stateless:
+            return {}  # nothing can be pushed outside a session
         if rec.method == "resources/subscribe":
             self._subscriptions.add(uri)
         else:
@@ -985,9 +1051,20 @@ class ServerSession:
     # ------------------------------------------------------------------
 
     def _take_token(self) -> int:
-        token = self._next_token
-        self._next_token += 1
-        return token
+        return next(self._tokens)
+
+    def _reply_stream(self) -> int:
+        """The stream the transport named for this input, else a fresh token."""
+        return self._input_stream if self._input_stream is not None else self._take_token()
+
+    @contextlib.contextmanager
+    def _input(self, stream: int | None, revision: Revision | None) -> Iterator[None]:
+        outer = (self._input_stream, self._input_revision)
+        self._input_stream, self._input_revision = stream, revision
+        try:
+            yield
+        finally:
+            self._input_stream, self._input_revision = outer
 
     def _take(self, token: int) -> _InFlight | None:
         """The request to answer, or ``None`` when it was cancelled (the answer is dropped)."""
@@ -1006,6 +1083,9 @@ class ServerSession:
         if rec.dispatched:
             self._cancelled_tokens.add(rec.token)
             self._actions.append(CancelRequest(token=rec.token, reason=reason))
+        if rec.batch is not None:
+            rec.batch.pending -= 1
+            self._flush_batch(rec.batch)
 
     def _forget(self, rec: _InFlight) -> None:
         self._inflight.pop(rec.token, None)
@@ -1020,31 +1100,38 @@ class ServerSession:
             result = envelope(result, rec.method, self._server_info[rev], self.config.ages)
         return downgrade(result, shape, rev, strict=self.config.policy.strict(rev))  # type: ignore[no-any-return]
 
-    def _reply(self, rec: _InFlight, obj: dict[str, Any]) -> None:
+    def _reply(self, rec: _InFlight, obj: dict[str, Any], error_code: int | None = None) -> None:
         if rec.batch is not None:
             rec.batch.replies.append(obj)
             rec.batch.pending -= 1
             self._flush_batch(rec.batch)
         else:
-            self._emit(obj, rec.stream, True)
+            self._emit(obj, rec.stream, True, error_code)
         self._maybe_drained()
 
     def _flush_batch(self, batch: _Batch) -> None:
-        if batch.pending > 0 or batch.token < 0:
+        if batch.pending > 0 or batch.sent:
             return
+        batch.sent = True
         if batch.replies:
             self._actions.append(
                 Send(
                     payload=orjson.dumps(batch.replies, option=self._dump_option),
-                    stream=batch.token,
+                    stream=batch.stream,
                     final=True,
                 )
             )
-        batch.token = -1  # sent; never again
 
-    def _emit(self, obj: dict[str, Any], stream: int | None, final: bool) -> None:
+    def _emit(
+        self, obj: dict[str, Any], stream: int | None, final: bool, error_code: int | None = None
+    ) -> None:
         self._actions.append(
-            Send(payload=orjson.dumps(obj, option=self._dump_option), stream=stream, final=final)
+            Send(
+                payload=orjson.dumps(obj, option=self._dump_option),
+                stream=stream,
+                final=final,
+                error_code=error_code,
+            )
         )
 
     def _notify(
@@ -1064,7 +1151,9 @@ class ServerSession:
         stream: int | None,
     ) -> None:
         code, data = downgrade_error(code, data, rev)
-        self._emit(ErrorResponse(id=request_id, code=code, message=message, data=data).to_obj(), stream, True)
+        self._emit(
+            ErrorResponse(id=request_id, code=code, message=message, data=data).to_obj(), stream, True, code
+        )
 
     def _error_in(
         self,
@@ -1092,7 +1181,8 @@ class ServerSession:
     # ------------------------------------------------------------------
 
     def _peer_revision(self) -> Revision:
-        return self._negotiated or OLDEST
+        """What a legacy request is judged as: negotiated, else the transport's word, else 2024-11-05."""
+        return self._negotiated or self._input_revision or OLDEST
 
     def _attempted_revision(self, req: Request) -> Revision:
         """The revision whose error codes a refused request is answered with.

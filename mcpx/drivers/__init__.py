@@ -1,7 +1,10 @@
 """Drivers: carry out the core's actions on a real event loop or on threads.
 
 ``serve_stdio(server, loop=...)`` serves an embedded ``mcpx.server.Server``
-over this process's stdin/stdout until the peer closes its side:
+over this process's stdin/stdout until the peer closes its side;
+``serve_http(server, loop=..., port=..., unix_path=...)`` serves it as
+Streamable HTTP (and the 2024-11-05 HTTP+SSE transport) on a TCP port, a unix
+socket, or both, until interrupted.  Loops:
 
 * ``"asyncio"`` — the standard library event loop;
 * ``"uvloop"`` — asyncio on uvloop (not on Windows);
@@ -14,13 +17,19 @@ Every driver runs the same core and passes the same conformance suite
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import secrets
+import socket
 import sys
+import threading
+from collections.abc import Callable
 from typing import Final
 
-from ..core import DEFAULT_MAX_LINE, ServerConfig, StdioServerConnection
+from ..core import DEFAULT_MAX_LINE, HttpConfig, HttpServer, ServerConfig, StdioServerConnection
 from ..server import Server
 
-__all__ = ["LOOPS", "serve_stdio"]
+__all__ = ["LOOPS", "HttpConfig", "serve_http", "serve_stdio"]
 
 LOOPS: Final = ("asyncio", "uvloop", "trio", "blocking")
 
@@ -62,3 +71,110 @@ def serve_stdio(
             raise ValueError("uvloop is not available on Windows; use loop='asyncio'")
         options["use_uvloop"] = True
     anyio.run(main, backend=backend, backend_options=options)
+
+
+def new_session_id() -> str:
+    """192 random bits, URL-safe visible ASCII (``Mcp-Session-Id``)."""
+    return secrets.token_urlsafe(24)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_http(
+    server: Server,
+    *,
+    loop: str = "asyncio",
+    host: str = "127.0.0.1",
+    port: int | None = 0,
+    unix_path: str | None = None,
+    config: ServerConfig | None = None,
+    http: HttpConfig | None = None,
+    trace: bool = False,
+    ready: Callable[[list[str]], None] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Serve ``server`` over HTTP on ``host:port`` and/or ``unix_path`` until interrupted.
+
+    ``port=0`` picks a free port; ``ready`` receives the URLs actually bound.
+    Binding beyond loopback prints a warning: whatever can reach the port can
+    run the server's tools.
+    """
+    if loop not in LOOPS:
+        raise ValueError(f"unknown loop {loop!r}; choose one of {', '.join(LOOPS)}")
+    if port is None and unix_path is None:
+        raise ValueError("give a port, a unix socket path, or both")
+    if port is not None and not _is_loopback(host):
+        print(
+            f"mcpx: warning: serving MCP on {host}, beyond loopback: whatever can reach this port can run "
+            "the server's tools, unauthenticated",
+            file=sys.stderr,
+            flush=True,
+        )
+    http = http or HttpConfig(bound_host=host, header_params=server.header_params)
+    core = HttpServer(config or server.session_config(trace=trace), http, new_session_id=new_session_id)
+    sockets: list[socket.socket] = []
+    urls: list[str] = []
+    if port is not None:
+        family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+        tcp = socket.socket(family, socket.SOCK_STREAM)
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        tcp.bind((host.strip("[]"), port))
+        tcp.listen(128)
+        bound_port = tcp.getsockname()[1]
+        shown = f"[{host.strip('[]')}]" if family == socket.AF_INET6 else host
+        urls.append(f"http://{shown}:{bound_port}{http.mcp_path}")
+        sockets.append(tcp)
+    if unix_path is not None:
+        if os.path.exists(unix_path):
+            os.unlink(unix_path)
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(unix_path)
+        os.chmod(unix_path, 0o600)
+        unix.listen(128)
+        urls.append(f"unix:{unix_path}")
+        sockets.append(unix)
+
+    def started() -> None:
+        if ready is not None:
+            ready(urls)
+
+    try:
+        if loop == "blocking":
+            from ._blocking import serve_http_blocking
+
+            serve_http_blocking(server, core, sockets, trace=trace, stop=stop, started=started)
+            return
+
+        import anyio
+        import anyio.abc
+        import anyio.to_thread
+
+        from ._async import serve_http as serve_async
+
+        async def main() -> None:
+            listeners: list[anyio.abc.Listener[anyio.abc.ByteStream]] = []
+            for sock in sockets:
+                sock.setblocking(False)
+                listeners.append(await anyio.abc.SocketListener.from_socket(sock))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: serve_async(server, core, listeners, trace=trace, started=started))
+                if stop is not None:
+                    await anyio.to_thread.run_sync(stop.wait, abandon_on_cancel=True)
+                    tg.cancel_scope.cancel()
+
+        options: dict[str, object] = {}
+        if loop == "uvloop":
+            options["use_uvloop"] = True
+        anyio.run(main, backend="trio" if loop == "trio" else "asyncio", backend_options=options)
+    finally:
+        for sock in sockets:
+            sock.close()
+        if unix_path is not None and os.path.exists(unix_path):
+            os.unlink(unix_path)

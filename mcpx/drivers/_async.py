@@ -3,25 +3,27 @@
 The loop is the STYLE.md §10 order and nothing more: read → feed the core →
 drain actions → perform them → re-arm the timer.  Performing an action is:
 
-* ``Send`` — queue the bytes for the writer task, which writes them in the
-  order the core produced them;
+* ``Send`` / ``SendBytes`` — queue the bytes for the connection's writer
+  task, which writes them in the order the core produced them;
 * ``HandleRequest`` — start a task under its own cancel scope that asks the
   ``Server`` how to answer, awaits an async handler on the loop or runs a sync
-  one in a worker thread, and reports the outcome to the session;
+  one in a worker thread, and reports the outcome to the core;
 * ``CancelRequest`` — cancel that scope (a sync handler sees ``ctx.cancelled``);
-* ``Close`` — flush the writer and stop.
+* ``Close`` / ``CloseConnection`` — flush the writer and close.
 
-Requests therefore run concurrently, each under its own cancellation scope,
-while notifications and ``initialize`` are handled in line by the core.
+``_Runner`` is the part both transports share (requests, timers, posting
+from threads); ``serve_connection`` runs it over one stdio connection and
+``serve_http`` over sockets accepted by anyio listeners.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -31,11 +33,22 @@ import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..core import INTERNAL_ERROR, CancelRequest, Close, HandleRequest, Send, StdioServerConnection, Trace
+from ..core import (
+    INTERNAL_ERROR,
+    CancelRequest,
+    Close,
+    CloseConnection,
+    HandleRequest,
+    HttpServer,
+    Send,
+    SendBytes,
+    StdioServerConnection,
+    Trace,
+)
 from ..server import Call, Context, Outcome, Server
-from ._common import PostingSink, apply_outcome, call_kwargs, change_listener, trace_to_stderr
+from ._common import Core, PostingSink, apply_outcome, call_kwargs, change_listener, trace_to_stderr
 
-__all__ = ["ByteReader", "ByteWriter", "serve_connection"]
+__all__ = ["ByteReader", "ByteWriter", "serve_connection", "serve_http"]
 
 
 class ByteReader(Protocol):
@@ -50,41 +63,39 @@ class ByteWriter(Protocol):
     async def aclose(self) -> None: ...
 
 
-class _Driver:
-    def __init__(
-        self,
-        server: Server,
-        conn: StdioServerConnection,
-        writer: ByteWriter,
-        tg: anyio.abc.TaskGroup,
-        trace: bool,
-    ) -> None:
+class _Machine(Protocol):
+    def next_actions(self) -> Sequence[object]: ...
+
+    def get_timer(self) -> float | None: ...
+
+    def handle_timer(self, now: float) -> None: ...
+
+
+class _Runner:
+    """Requests, cancellation, timers and cross-thread posts for one core on one anyio loop."""
+
+    def __init__(self, server: Server, machine: _Machine, core: Core, tg: anyio.abc.TaskGroup, trace: bool):
         self.server = server
-        self.conn = conn
-        self.session = conn.session
-        self.writer = writer
+        self.machine = machine
+        self.core = core
         self.tg = tg
         self.trace = trace
         self.scopes: dict[int, anyio.CancelScope] = {}
         self.contexts: dict[int, Context] = {}
         self.cancelled: set[int] = set()
-        send, receive = anyio.create_memory_object_stream[bytes | None](math.inf)
-        self.outbox: MemoryObjectSendStream[bytes | None] = send
-        self.inbox: MemoryObjectReceiveStream[bytes | None] = receive
         self.timer_changed = anyio.Event()
         self.timer: float | None = None
         self.loop_thread = threading.get_ident()
         self.token = anyio.lowlevel.current_token()
-        self.closed = False
 
-    # -- the loop ---------------------------------------------------------
+    def perform(self, action: object) -> None:
+        """Carry out a transport action (bytes, closing); the subclass knows how."""
+        raise NotImplementedError
 
     def flush(self) -> None:
         """Drain the core's actions and carry them out (never awaits)."""
-        for action in self.conn.next_actions():
-            if isinstance(action, Send):
-                self.outbox.send_nowait(action.payload)
-            elif isinstance(action, HandleRequest):
+        for action in self.machine.next_actions():
+            if isinstance(action, HandleRequest):
                 self.tg.start_soon(self.run_request, action)
             elif isinstance(action, CancelRequest):
                 self.cancelled.add(action.token)
@@ -94,57 +105,33 @@ class _Driver:
                 ctx = self.contexts.get(action.token)
                 if ctx is not None:
                     ctx._cancel()
-            elif isinstance(action, Close):
-                self.closed = True
-                self.outbox.send_nowait(None)
-            elif isinstance(action, Trace) and self.trace:
-                trace_to_stderr(action)
-        timer = self.conn.get_timer()
+            elif isinstance(action, Trace):
+                if self.trace:
+                    trace_to_stderr(action)
+            else:
+                self.perform(action)
+        timer = self.machine.get_timer()
         if timer != self.timer:
             self.timer = timer
             self.timer_changed.set()
 
+    def clock_in(self) -> None:
+        """Hook: tell the core the time before an application call."""
+
     def post(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` against the core on the loop, from any thread, then flush."""
         if threading.get_ident() == self.loop_thread:
+            self.clock_in()
             fn()
             self.flush()
             return
 
         def on_loop() -> None:
+            self.clock_in()
             fn()
             self.flush()
 
         anyio.from_thread.run_sync(on_loop, token=self.token)
-
-    async def read_loop(self, reader: ByteReader) -> None:
-        while True:
-            data = await reader.receive()
-            self.conn.receive_data(data, now=time.monotonic())
-            self.flush()
-            if not data:
-                return
-
-    async def write_loop(self) -> None:
-        async for payload in self.inbox:
-            chunks = [payload]
-            while chunks[-1] is not None:
-                try:
-                    chunks.append(self.inbox.receive_nowait())
-                except anyio.WouldBlock:
-                    break
-            data = b"".join(c for c in chunks if c is not None)
-            try:
-                if data:
-                    await self.writer.send(data)
-            except OSError:
-                # The peer stopped reading: nothing more can reach it.
-                self.tg.cancel_scope.cancel()
-                return
-            if chunks[-1] is None:
-                await self.writer.aclose()
-                self.tg.cancel_scope.cancel()
-                return
 
     async def timer_loop(self) -> None:
         while True:
@@ -156,10 +143,8 @@ class _Driver:
             with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
                 await self.timer_changed.wait()
                 continue
-            self.conn.handle_timer(time.monotonic())
+            self.machine.handle_timer(time.monotonic())
             self.flush()
-
-    # -- one request ---------------------------------------------------------
 
     async def run_request(self, action: HandleRequest) -> None:
         token = action.token
@@ -170,7 +155,7 @@ class _Driver:
         if isinstance(invocation, Outcome):
             self.finish(token, invocation)
             return
-        ctx = Context(action.context, PostingSink(self.post, self.session))
+        ctx = Context(action.context, PostingSink(self.post, self.core))
         self.contexts[token] = ctx
         outcome: Outcome | None = None
         with anyio.CancelScope() as scope:
@@ -181,9 +166,10 @@ class _Driver:
         self.scopes.pop(token, None)
         self.contexts.pop(token, None)
         if token in self.cancelled:
-            # The session dropped this request when it asked for the cancel.
+            # The core dropped this request when it asked for the cancel.
             self.cancelled.discard(token)
-            self.session.discard(token)
+            self.clock_in()
+            self.core.discard(token)
             self.flush()
             return
         assert outcome is not None
@@ -208,8 +194,58 @@ class _Driver:
             return call.fail(exc)
 
     def finish(self, token: int, outcome: Outcome) -> None:
-        apply_outcome(self.session, token, outcome)
+        self.clock_in()
+        apply_outcome(self.core, token, outcome)
         self.flush()
+
+
+# --------------------------------------------------------------------------
+# stdio
+# --------------------------------------------------------------------------
+
+
+class _StdioRunner(_Runner):
+    def __init__(self, server: Server, conn: StdioServerConnection, tg: anyio.abc.TaskGroup, trace: bool):
+        super().__init__(server, conn, conn.session, tg, trace)
+        self.conn = conn
+        send, receive = anyio.create_memory_object_stream[bytes | None](math.inf)
+        self.outbox: MemoryObjectSendStream[bytes | None] = send
+        self.inbox: MemoryObjectReceiveStream[bytes | None] = receive
+
+    def perform(self, action: object) -> None:
+        if isinstance(action, Send):
+            self.outbox.send_nowait(action.payload)
+        elif isinstance(action, Close):
+            self.outbox.send_nowait(None)
+
+    async def read_loop(self, reader: ByteReader) -> None:
+        while True:
+            data = await reader.receive()
+            self.conn.receive_data(data, now=time.monotonic())
+            self.flush()
+            if not data:
+                return
+
+    async def write_loop(self, writer: ByteWriter) -> None:
+        async for payload in self.inbox:
+            chunks = [payload]
+            while chunks[-1] is not None:
+                try:
+                    chunks.append(self.inbox.receive_nowait())
+                except anyio.WouldBlock:
+                    break
+            data = b"".join(c for c in chunks if c is not None)
+            try:
+                if data:
+                    await writer.send(data)
+            except OSError:
+                # The peer stopped reading: nothing more can reach it.
+                self.tg.cancel_scope.cancel()
+                return
+            if chunks[-1] is None:
+                await writer.aclose()
+                self.tg.cancel_scope.cancel()
+                return
 
 
 async def serve_connection(
@@ -220,16 +256,117 @@ async def serve_connection(
     *,
     trace: bool = False,
 ) -> None:
-    """Serve one connection until the peer closes it and the core says Close."""
+    """Serve one stdio connection until the peer closes it and the core says Close."""
     async with anyio.create_task_group() as tg:
-        driver = _Driver(server, conn, writer, tg, trace)
-
-        unsubscribe = server.add_listener(change_listener(driver.post, conn.session))
+        runner = _StdioRunner(server, conn, tg, trace)
+        unsubscribe = server.add_listener(change_listener(runner.post, conn.session))
         try:
-            tg.start_soon(driver.write_loop)
-            tg.start_soon(driver.timer_loop)
-            await driver.read_loop(reader)
+            tg.start_soon(runner.write_loop, writer)
+            tg.start_soon(runner.timer_loop)
+            await runner.read_loop(reader)
             # End of input: the write loop ends the task group once the core
             # has drained and said Close.
+        finally:
+            unsubscribe()
+
+
+# --------------------------------------------------------------------------
+# HTTP
+# --------------------------------------------------------------------------
+
+
+class _HttpRunner(_Runner):
+    def __init__(self, server: Server, http: HttpServer, tg: anyio.abc.TaskGroup, trace: bool):
+        super().__init__(server, http, http, tg, trace)
+        self.http = http
+        self.outboxes: dict[int, MemoryObjectSendStream[bytes | None]] = {}
+        self.ids = itertools.count(1)
+
+    def clock_in(self) -> None:
+        self.http.advance(time.monotonic())
+
+    def perform(self, action: object) -> None:
+        if isinstance(action, SendBytes):
+            box = self.outboxes.get(action.conn)
+            if box is not None:
+                box.send_nowait(action.data)
+        elif isinstance(action, CloseConnection):
+            box = self.outboxes.get(action.conn)
+            if box is not None:
+                box.send_nowait(None)
+
+    async def handle(self, stream: anyio.abc.ByteStream) -> None:
+        """One accepted connection: read into the core; a writer task drains its bytes."""
+        conn = next(self.ids)
+        send, receive = anyio.create_memory_object_stream[bytes | None](math.inf)
+        self.outboxes[conn] = send
+        self.http.connection_made(conn, time.monotonic())
+        self.flush()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._write, conn, stream, receive, tg.cancel_scope)
+            try:
+                while True:
+                    try:
+                        data = await stream.receive(65536)
+                    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                        data = b""
+                    self.http.receive_data(conn, data, time.monotonic())
+                    self.flush()
+                    if not data:
+                        break
+                # The client finished sending; keep writing until the core closes.
+                await anyio.sleep_forever()
+            finally:
+                self.outboxes.pop(conn, None)
+                self.http.connection_lost(conn, time.monotonic())
+                self.flush()
+
+    async def _write(
+        self,
+        conn: int,
+        stream: anyio.abc.ByteStream,
+        inbox: MemoryObjectReceiveStream[bytes | None],
+        scope: anyio.CancelScope,
+    ) -> None:
+        try:
+            async for data in inbox:
+                chunks = [data]
+                while chunks[-1] is not None:
+                    try:
+                        chunks.append(inbox.receive_nowait())
+                    except anyio.WouldBlock:
+                        break
+                payload = b"".join(c for c in chunks if c is not None)
+                if payload:
+                    await stream.send(payload)
+                if chunks[-1] is None:
+                    break
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        finally:
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+            scope.cancel()
+
+
+async def serve_http(
+    server: Server,
+    http: HttpServer,
+    listeners: list[anyio.abc.Listener[anyio.abc.ByteStream]],
+    *,
+    trace: bool = False,
+    started: Callable[[], None] | None = None,
+) -> None:
+    """Serve ``http`` on ``listeners`` until cancelled."""
+    async with anyio.create_task_group() as tg:
+        runner = _HttpRunner(server, http, tg, trace)
+        unsubscribe = server.add_listener(change_listener(runner.post, http))
+        try:
+            tg.start_soon(runner.timer_loop)
+            for listener in listeners:
+                tg.start_soon(listener.serve, runner.handle)
+            if started is not None:
+                started()
+            await anyio.sleep_forever()
         finally:
             unsubscribe()

@@ -3,13 +3,34 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from ..core import ServerSession, Trace
+from ..core import Trace
 from ..server import Call, Context, Outcome
 
-__all__ = ["PostingSink", "apply_outcome", "call_kwargs", "change_listener", "trace_to_stderr"]
+__all__ = ["Core", "PostingSink", "apply_outcome", "call_kwargs", "change_listener", "trace_to_stderr"]
+
+
+class Core(Protocol):
+    """What a driver calls on the core for the application: a Core or an HttpServer."""
+
+    def respond(self, token: int, result: Mapping[str, Any]) -> None: ...
+
+    def respond_error(self, token: int, code: int, message: str, data: Any = None) -> None: ...
+
+    def discard(self, token: int) -> None: ...
+
+    def progress(
+        self, token: int, progress: float, total: float | None = None, message: str | None = None
+    ) -> bool: ...
+
+    def log(self, level: str, data: Any, *, logger: str | None = None, token: int | None = None) -> bool: ...
+
+    def notify_list_changed(self, kind: str) -> None: ...
+
+    def notify_resource_updated(self, uri: str) -> None: ...
+
 
 Post = Callable[[Callable[[], Any]], None]
 """A driver's way to run a change to the core on its loop, from any thread, then flush."""
@@ -20,7 +41,7 @@ class PostingSink:
 
     __slots__ = ("post", "session")
 
-    def __init__(self, post: Post, session: ServerSession) -> None:
+    def __init__(self, post: Post, session: Core) -> None:
         self.post = post
         self.session = session
 
@@ -33,7 +54,7 @@ class PostingSink:
         self.post(lambda: session.log(level, data, logger=logger, token=token))
 
 
-def change_listener(post: Post, session: ServerSession) -> Callable[[str, str | None], None]:
+def change_listener(post: Post, session: Core) -> Callable[[str, str | None], None]:
     """A ``Server`` listener that tells ``session`` about list changes and resource updates."""
 
     def on_change(kind: str, uri: str | None) -> None:
@@ -45,7 +66,7 @@ def change_listener(post: Post, session: ServerSession) -> Callable[[str, str | 
     return on_change
 
 
-def apply_outcome(session: ServerSession, token: int, outcome: Outcome) -> None:
+def apply_outcome(session: Core, token: int, outcome: Outcome) -> None:
     """Answer request ``token`` with ``outcome``."""
     if outcome.error is not None:
         code, message, data = outcome.error

@@ -555,6 +555,25 @@ class Server:
             caps["completions"] = {}
         return caps
 
+    def header_params(self, tool: str) -> Mapping[str, str]:
+        """Arguments of ``tool`` that 2026-07-28 HTTP mirrors as ``Mcp-Param-*`` headers.
+
+        An input-schema property annotated ``"x-mcp-header": "Name"`` travels
+        as the header ``Mcp-Param-Name`` as well; the HTTP binding checks that
+        the two agree.
+        """
+        entry = self._tools.get(tool)
+        if entry is None:
+            return {}
+        properties = entry.definition["inputSchema"].get("properties")
+        if not isinstance(properties, dict):
+            return {}
+        return {
+            name: prop["x-mcp-header"]
+            for name, prop in properties.items()
+            if isinstance(prop, dict) and isinstance(prop.get("x-mcp-header"), str)
+        }
+
     def session_config(
         self,
         *,

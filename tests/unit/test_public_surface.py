@@ -17,13 +17,14 @@ SURFACE = {
         "RemoteProtocolError", "Request", "RequestContext", "RequestId", "Response", "Revision", "Send",
         "ServerConfig", "ServerSession", "SpecPolicy", "StdioServerConnection", "Trace",
         "UNSUPPORTED_PROTOCOL_VERSION", "URL_ELICITATION_REQUIRED", "decode", "downgrade", "downgrade_error",
-        "encode", "envelope", "parse_message", "parse_revision",
+        "encode", "envelope", "parse_message", "parse_revision", "CloseConnection", "HttpConfig", "HttpServer",
+        "SendBytes", "http_status_for", "SseDecoder", "SseEvent", "comment", "encode_event",
     },
     "mcpx.server": {
         "Call", "Context", "McpError", "Outcome", "RequestSink", "Server", "ToolError", "ToolResult", "audio",
         "embedded", "image", "resource_link", "text", "to_call_result",
     },
-    "mcpx.drivers": {"LOOPS", "serve_stdio"},
+    "mcpx.drivers": {"LOOPS", "HttpConfig", "serve_http", "serve_stdio"},
 }  # fmt: skip
 
 

@@ -1,0 +1,1197 @@
+"""Streamable HTTP, both eras, and the 2024-11-05 HTTP+SSE transport, as one pure machine.
+
+``HttpServer`` wraps one ``h11.Connection`` per TCP (or unix socket)
+connection and feeds the same ``ServerSession`` machinery as stdio (STYLE.md
+§7).  The driver only moves bytes: it reports each connection
+(``connection_made``), the bytes it reads (``receive_data``, ``b""`` at end)
+and the time; it drains ``next_actions()`` and writes ``SendBytes``, closes on
+``CloseConnection``, and runs the application for ``HandleRequest`` exactly as
+it does for stdio.  Session ids are drawn from ``new_session_id``, which the
+caller supplies (randomness stays outside the core).
+
+Rules (seed §2.4, §3.2, §5; digest §13b–13d, §15):
+
+Every request
+    ``Origin``, when present, must be loopback, the server's own address, or
+    listed in ``allowed_origins`` (else 403); ``Host`` must name the server
+    (loopback names, the bound address, ``allowed_hosts``) so DNS rebinding
+    fails (403); a POST body must be JSON (415) and at most ``max_body``
+    bytes (413); headers at most ``max_header_bytes`` (431); headers and body
+    must arrive within ``request_timeout`` (408, then close).
+Legacy shape (2025-03-26, 2025-06-18, 2025-11-25)
+    Only ``initialize`` mints ``Mcp-Session-Id``; an unknown or terminated
+    session is 404; ``DELETE`` ends one.  A POST's response is one JSON object
+    unless something must go out before the result (progress, a log message,
+    a server request), when it becomes ``text/event-stream`` — or when it has
+    been silent for ``sse_keepalive`` and the client accepts event streams,
+    when it carries a comment each interval until the answer.  Client
+    notifications and responses get 202.  Each session has one GET stream for
+    what mcpx pushes.  Within a session a dropped connection is not a
+    cancellation; events are kept (bounded, per stream) and a GET with
+    ``Last-Event-ID`` resumes exactly the stream the id names.  A POST outside
+    any session is judged by its ``MCP-Protocol-Version`` header (2025-03-26
+    when absent), is never sent a server request, and is cancelled when its
+    connection goes.  Batches only from 2025-03-26 peers.
+2026-07-28
+    ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` are required and
+    must agree with the body, ``=?base64?…?=`` values decoded, as must the
+    ``Mcp-Param-*`` headers of a tool's ``x-mcp-header`` arguments (-32020,
+    400).  No session is minted or echoed.  The HTTP status is a function of
+    the JSON-RPC error code (``http_status_for``).  Closing the response
+    stream cancels the request.
+2024-11-05 HTTP+SSE
+    A GET on ``sse_path`` opens a stream whose first event, ``endpoint``,
+    names ``messages_path?session_id=…``; messages POSTed there get 202 and
+    their answers go down the stream.  Losing the stream ends the session.
+
+A GET or DELETE on the MCP endpoint that belongs to no legacy session is 405,
+as 2026-07-28 asks (spec/revision-conflicts.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import itertools
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
+
+import h11
+import orjson
+
+from ._actions import CancelRequest, Close, HandleRequest, PeerReplied, Send, Trace
+from ._errors import (
+    HEADER_MISMATCH,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    LocalProtocolError,
+)
+from ._jsonrpc import ErrorResponse, RequestId
+from ._revisions import (
+    LEGACY_REVISIONS,
+    META_PROTOCOL_VERSION,
+    MODERN_REVISIONS,
+    REVISIONS,
+    Revision,
+)
+from ._session import ServerConfig, ServerSession
+from ._sse import comment, encode_event
+
+__all__ = [
+    "CloseConnection",
+    "HttpAction",
+    "HttpConfig",
+    "HttpServer",
+    "SendBytes",
+    "http_status_for",
+]
+
+HEADERLESS: Final = Revision.V2025_03_26  # no MCP-Protocol-Version: what the transport pages say to assume
+_PRIMING_FROM: Final = Revision.V2025_11_25  # priming events and retry: (digest §13b)
+_LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_NAME_PARAM: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+_BASE64_VALUE: Final = re.compile(r"=\?base64\?([A-Za-z0-9+/=]*)\?=\Z")
+
+
+# --------------------------------------------------------------------------
+# Configuration and actions
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpConfig:
+    """``transport.*`` settings for the HTTP binding."""
+
+    mcp_path: str = "/mcp"
+    sse_path: str = "/sse"
+    messages_path: str = "/messages"
+    bound_host: str = "127.0.0.1"
+    allowed_origins: frozenset[str] = frozenset()
+    allowed_hosts: frozenset[str] = frozenset()
+    max_body: int = 4 * 1024 * 1024
+    max_header_bytes: int = 16 * 1024
+    request_timeout: float = 10.0
+    sse_keepalive: float = 15.0
+    sse_retry_ms: int = 1000
+    replay_events: int = 256
+    finished_streams_kept: int = 16
+    session_idle: float = 1800.0
+    max_sessions: int = 1000
+    header_params: Callable[[str], Mapping[str, str]] | None = None
+    """For ``x-mcp-header``: a tool's name → {argument: header name}."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendBytes:
+    conn: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloseConnection:
+    conn: int
+
+
+HttpAction = SendBytes | CloseConnection | HandleRequest | CancelRequest | PeerReplied | Trace
+
+_STATUS_BY_CODE: Final = {
+    -32700: 400,
+    -32600: 400,
+    -32601: 404,
+    -32602: 400,
+    -32603: 500,
+    HEADER_MISMATCH: 400,
+    -32021: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+}
+
+
+def http_status_for(code: int) -> int:
+    """The HTTP status a 2026-07-28 error response carries (digest §13c's table).
+
+    Codes the table does not name: 500 inside JSON-RPC's reserved range,
+    200 for an application's own codes (the body says what went wrong).
+    """
+    if code in _STATUS_BY_CODE:
+        return _STATUS_BY_CODE[code]
+    return 500 if -32768 <= code <= -32000 else 200
+
+
+class _HttpError(Exception):
+    """Refuse the current HTTP request with ``status`` (and a JSON-RPC error body)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: int = INVALID_REQUEST,
+        data: Any = None,
+        request_id: RequestId | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.data = data
+        self.request_id = request_id
+        self.headers = headers
+
+
+# --------------------------------------------------------------------------
+# Internal state
+# --------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Out:
+    """The response being written on one connection."""
+
+    conn: int
+    accept_sse: bool
+    mode: str = "pending"  # pending | json | sse | done
+    keepalive_at: float | None = None
+    extra_headers: tuple[tuple[str, str], ...] = ()
+    http_status_by_code: bool = False  # 2026-07-28: status follows the error code
+    stream: _Stream | None = None
+
+
+@dataclass(slots=True)
+class _Stream:
+    """A logical response stream: a POST's, a session's GET stream, or an HTTP+SSE stream."""
+
+    key: int
+    session: _HttpSession | None
+    kind: str  # post | get | legacy-sse
+    resumable: bool
+    priming: bool
+    cancel_on_disconnect: bool  # 2026-07-28 and sessionless POSTs
+    seq: int = 0
+    buffer: deque[tuple[int, bytes]] = field(default_factory=deque)
+    out: _Out | None = None
+    done: bool = False
+    replay_limit: int = 256
+
+
+@dataclass(slots=True)
+class _HttpSession:
+    id: str
+    session: ServerSession
+    standalone: _Stream | None
+    legacy_sse: bool
+    last_active: float
+    streams: dict[int, _Stream] = field(default_factory=dict)
+    finished: deque[int] = field(default_factory=deque)
+
+
+@dataclass(slots=True)
+class _Conn:
+    id: int
+    parser: h11.Connection
+    deadline: float | None
+    request: h11.Request | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytearray = field(default_factory=bytearray)
+    out: _Out | None = None
+    closed: bool = False
+    started_request: bool = False
+
+
+# --------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------
+
+
+class HttpServer:
+    """All HTTP connections of one MCP endpoint; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        http: HttpConfig,
+        *,
+        new_session_id: Callable[[], str],
+    ) -> None:
+        self.config = config
+        self.http = http
+        self._new_session_id = new_session_id
+        self._tokens: Iterator[int] = itertools.count(1)
+        self._keys: Iterator[int] = itertools.count(1)
+        self._actions: list[HttpAction] = []
+        self._conns: dict[int, _Conn] = {}
+        self._sessions: dict[str, _HttpSession] = {}
+        self._streams: dict[int, _Stream] = {}
+        self._token_session: dict[int, ServerSession] = {}
+        self._session_of: dict[int, _HttpSession] = {}  # id(ServerSession) -> session
+        self._sessionless = ServerSession(config, can_push=False, stateless=True, tokens=self._tokens)
+        self._legacy = tuple(r for r in LEGACY_REVISIONS if r in config.revisions)
+        self._modern = tuple(r for r in MODERN_REVISIONS if r in config.revisions)
+        self._allowed_hosts = _host_names(http)
+        self._now = 0.0  # the latest time a caller told us
+
+    # ------------------------------------------------------------------
+    # Driver side
+    # ------------------------------------------------------------------
+
+    def next_actions(self) -> list[HttpAction]:
+        """Everything queued since the last call, in order.  Call after every input."""
+        actions, self._actions = self._actions, []
+        return actions
+
+    def connection_made(self, conn: int, now: float) -> None:
+        self._now = max(self._now, now)
+        if conn in self._conns:
+            raise LocalProtocolError(f"connection {conn} is already open")
+        self._conns[conn] = _Conn(
+            id=conn,
+            parser=h11.Connection(h11.SERVER, max_incomplete_event_size=self.http.max_header_bytes),
+            deadline=now + self.http.request_timeout,
+        )
+
+    def receive_data(self, conn: int, data: bytes, now: float) -> None:
+        """Bytes read from ``conn``; ``b""`` when the client closed its side."""
+        self._now = max(self._now, now)
+        c = self._conns.get(conn)
+        if c is None or c.closed:
+            return
+        try:
+            c.parser.receive_data(data)
+        except RuntimeError:  # data after the client's own end: nothing to read
+            return
+        self._process(c, now)
+
+    def connection_lost(self, conn: int, now: float) -> None:
+        """The socket is gone (either side); forget the connection."""
+        self._now = max(self._now, now)
+        c = self._conns.pop(conn, None)
+        if c is None:
+            return
+        c.closed = True
+        self._detach(c, now)
+
+    def get_timer(self) -> float | None:
+        deadlines = [c.deadline for c in self._conns.values() if c.deadline is not None and not c.closed]
+        deadlines += [
+            c.out.keepalive_at
+            for c in self._conns.values()
+            if c.out is not None and c.out.keepalive_at is not None
+        ]
+        if self._sessions:
+            deadlines.append(min(s.last_active for s in self._sessions.values()) + self.http.session_idle)
+        return min(deadlines) if deadlines else None
+
+    def handle_timer(self, now: float) -> None:
+        self._now = max(self._now, now)
+        for c in list(self._conns.values()):
+            if c.closed:
+                continue
+            if c.deadline is not None and now >= c.deadline:
+                if c.started_request:
+                    self._refuse(c, _HttpError(408, "the request did not arrive in time"), close=True)
+                else:
+                    self._close(c)
+                continue
+            out = c.out
+            if out is not None and out.keepalive_at is not None and now >= out.keepalive_at:
+                if out.mode == "pending" and out.accept_sse:
+                    self._start_sse(c, out)
+                if out.mode == "sse":
+                    self._write(c, comment("keep-alive"))
+                out.keepalive_at = now + self.http.sse_keepalive
+        for s in list(self._sessions.values()):
+            if now >= s.last_active + self.http.session_idle:
+                if self._idle(s):
+                    self._end_session(s, "idle")
+                else:
+                    s.last_active = now  # busy is not idle
+
+    # ------------------------------------------------------------------
+    # Application side (the same calls as a ServerSession, routed by token)
+    # ------------------------------------------------------------------
+
+    def advance(self, now: float) -> None:
+        """Tell the machine the time before application calls (``respond`` and the rest)."""
+        self._now = max(self._now, now)
+
+    def respond(self, token: int, result: Mapping[str, Any]) -> None:
+        session = self._owner(token)
+        if session is not None:
+            session.respond(token, result)
+            self._pump(session)
+
+    def respond_error(self, token: int, code: int, message: str, data: Any = None) -> None:
+        session = self._owner(token)
+        if session is not None:
+            session.respond_error(token, code, message, data)
+            self._pump(session)
+
+    def discard(self, token: int) -> None:
+        session = self._owner(token)
+        if session is not None:
+            session.discard(token)
+            self._pump(session)
+
+    def progress(
+        self, token: int, progress: float, total: float | None = None, message: str | None = None
+    ) -> bool:
+        session = self._token_session.get(token)
+        if session is None:
+            return False
+        sent = session.progress(token, progress, total, message)
+        self._pump(session)
+        return sent
+
+    def log(self, level: str, data: Any, *, logger: str | None = None, token: int | None = None) -> bool:
+        session = self._token_session.get(token) if token is not None else None
+        if session is None:
+            return False
+        sent = session.log(level, data, logger=logger, token=token)
+        self._pump(session)
+        return sent
+
+    def notify_list_changed(self, kind: str) -> None:
+        for session in self._all_sessions():
+            session.notify_list_changed(kind)
+            self._pump(session)
+
+    def notify_resource_updated(self, uri: str) -> None:
+        for session in self._all_sessions():
+            session.notify_resource_updated(uri)
+            self._pump(session)
+
+    def _owner(self, token: int) -> ServerSession | None:
+        session = self._token_session.pop(token, None)
+        if session is None:
+            raise LocalProtocolError(f"no request with token {token} is in flight")
+        return session if session.state.value != "closed" else None
+
+    def _all_sessions(self) -> list[ServerSession]:
+        return [self._sessionless, *(s.session for s in self._sessions.values())]
+
+    # ------------------------------------------------------------------
+    # Reading requests
+    # ------------------------------------------------------------------
+
+    def _process(self, c: _Conn, now: float) -> None:
+        while not c.closed:
+            try:
+                event = c.parser.next_event()
+            except h11.RemoteProtocolError as exc:
+                status = exc.error_status_hint if exc.error_status_hint >= 400 else 400
+                message = "request headers too large" if status == 431 else f"malformed HTTP request: {exc}"
+                self._refuse(c, _HttpError(status, message), close=True)
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                c.started_request = True
+                c.request = event
+                c.headers = _headers(event.headers)
+                c.body = bytearray()
+                length = c.headers.get("content-length")
+                if length is not None and length.isdigit() and int(length) > self.http.max_body:
+                    self._refuse(
+                        c, _HttpError(413, f"the body exceeds {self.http.max_body} bytes"), close=True
+                    )
+                    return
+            elif isinstance(event, h11.Data):
+                c.body += event.data
+                if len(c.body) > self.http.max_body:
+                    self._refuse(
+                        c, _HttpError(413, f"the body exceeds {self.http.max_body} bytes"), close=True
+                    )
+                    return
+            elif isinstance(event, h11.EndOfMessage):
+                c.deadline = None
+                try:
+                    self._route(c, now)
+                except _HttpError as exc:
+                    self._refuse(c, exc)
+            elif isinstance(event, h11.ConnectionClosed):
+                self._detach(c, now)
+                self._close(c)
+                return
+
+    def _route(self, c: _Conn, now: float) -> None:
+        assert c.request is not None
+        self._check_origin_and_host(c)
+        target = urlsplit(c.request.target.decode("latin-1"))
+        method = c.request.method.decode("ascii", "replace")
+        path = target.path
+        if path == self.http.mcp_path:
+            if method == "POST":
+                self._post(c, now)
+            elif method == "GET":
+                self._get(c, now)
+            elif method == "DELETE":
+                self._delete(c, now)
+            else:
+                raise _HttpError(
+                    405, f"{method} is not supported here", headers=(("allow", "GET, POST, DELETE"),)
+                )
+        elif path == self.http.sse_path and self._serves_http_sse():
+            if method != "GET":
+                raise _HttpError(405, "the SSE endpoint takes GET", headers=(("allow", "GET"),))
+            self._open_legacy_sse(c, now)
+        elif path == self.http.messages_path and self._serves_http_sse():
+            if method != "POST":
+                raise _HttpError(405, "the message endpoint takes POST", headers=(("allow", "POST"),))
+            self._post_legacy_sse(c, parse_qs(target.query), now)
+        else:
+            raise _HttpError(404, f"no MCP endpoint at {path}; use {self.http.mcp_path}")
+
+    def _serves_http_sse(self) -> bool:
+        return Revision.V2024_11_05 in self.config.revisions
+
+    def _check_origin_and_host(self, c: _Conn) -> None:
+        origin = c.headers.get("origin")
+        if origin is not None and not self._origin_allowed(origin):
+            raise _HttpError(403, f"Origin {origin!r} is not allowed; add it to transport.allowedOrigins")
+        host = c.headers.get("host")
+        if host is None or _host_part(host) not in self._allowed_hosts:
+            raise _HttpError(
+                403, f"Host {host!r} does not name this server; add it to transport.allowedHosts"
+            )
+
+    def _origin_allowed(self, origin: str) -> bool:
+        if origin in self.http.allowed_origins:
+            return True
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return False
+        hostname = parts.hostname.lower()
+        return hostname in _LOOPBACK_HOSTS or hostname == self.http.bound_host.lower().strip("[]")
+
+    # ------------------------------------------------------------------
+    # POST on the MCP endpoint
+    # ------------------------------------------------------------------
+
+    def _post(self, c: _Conn, now: float) -> None:
+        content_type = c.headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != "application/json":
+            raise _HttpError(415, "a POST body must be JSON (Content-Type: application/json)")
+        accept = c.headers.get("accept", "")
+        accept_sse = "text/event-stream" in accept or "*/*" in accept
+        try:
+            body = orjson.loads(c.body)
+        except orjson.JSONDecodeError as exc:
+            raise _HttpError(400, f"Parse error: {exc}", code=PARSE_ERROR) from None
+        version_header = c.headers.get("mcp-protocol-version")
+        header_rev = self._header_revision(version_header, body)
+        if header_rev is not None and header_rev.is_modern:
+            self._post_modern(c, body, accept_sse, now)
+            return
+        if _looks_modern(body):
+            raise _HttpError(
+                400,
+                "a request with 2026-07-28 _meta needs the MCP-Protocol-Version header to match it",
+                code=HEADER_MISMATCH,
+                request_id=_id_of(body),
+            )
+        session_id = c.headers.get("mcp-session-id")
+        if _is_initialize(body) and isinstance((body.get("params") or {}).get("protocolVersion"), str):
+            self._initialize(c, body, accept_sse, now)
+            return
+        if session_id is not None:
+            hs = self._sessions.get(session_id)
+            if hs is None or hs.legacy_sse:
+                raise _HttpError(
+                    404,
+                    "unknown or terminated session; send initialize without Mcp-Session-Id",
+                    request_id=_id_of(body),
+                )
+            negotiated = hs.session.negotiated_revision
+            if header_rev is not None and negotiated is not None and header_rev != negotiated:
+                raise _HttpError(
+                    400,
+                    f"this session negotiated {negotiated}, but MCP-Protocol-Version says {header_rev}",
+                    request_id=_id_of(body),
+                )
+            hs.last_active = now
+            stream = self._new_stream(hs, "post", resumable=True)
+            self._feed(c, hs.session, body, stream, None, accept_sse, ())
+            return
+        stream = self._new_stream(None, "post", resumable=False)
+        self._feed(c, self._sessionless, body, stream, header_rev or HEADERLESS, accept_sse, ())
+
+    def _header_revision(self, value: str | None, body: Any) -> Revision | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if value in REVISIONS and Revision(value) in self.config.revisions:
+            return Revision(value)
+        supported = [str(r) for r in self._modern]
+        raise _HttpError(
+            400,
+            f"Unsupported protocol version {value!r} in MCP-Protocol-Version; this server speaks "
+            f"{', '.join(str(r) for r in self.config.revisions)}",
+            code=UNSUPPORTED_PROTOCOL_VERSION,
+            data={"supported": supported, "requested": value},
+            request_id=_id_of(body),
+        )
+
+    def _initialize(self, c: _Conn, body: Any, accept_sse: bool, now: float) -> None:
+        if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
+            raise _HttpError(503, "too many open sessions; try again later", request_id=_id_of(body))
+        session_id = self._new_session_id()
+        if not session_id or not all(0x21 <= ord(ch) <= 0x7E for ch in session_id):
+            raise LocalProtocolError("session ids must be non-empty visible ASCII")
+        session = ServerSession(self.config, can_push=True, tokens=self._tokens)
+        hs = _HttpSession(id=session_id, session=session, standalone=None, legacy_sse=False, last_active=now)
+        self._sessions[session_id] = hs
+        self._session_of[id(session)] = hs
+        stream = self._new_stream(hs, "post", resumable=True)
+        self._feed(c, session, body, stream, None, accept_sse, (("mcp-session-id", session_id),))
+        if session.negotiated_revision is None:  # refused: no session after all
+            self._forget_session(hs)
+
+    def _post_modern(self, c: _Conn, body: Any, accept_sse: bool, now: float) -> None:
+        if not isinstance(body, dict):
+            raise _HttpError(400, "a 2026-07-28 POST carries one JSON-RPC request or notification")
+        self._check_modern_headers(c, body)
+        stream = self._new_stream(None, "post", resumable=False, modern=True)
+        self._feed(c, self._sessionless, body, stream, None, accept_sse, (), status_by_code=True)
+
+    def _check_modern_headers(self, c: _Conn, body: dict[str, Any]) -> None:
+        """2026-07-28 header/body agreement; -32020 and 400 on any mismatch."""
+        request_id = _id_of(body)
+
+        def mismatch(message: str) -> _HttpError:
+            return _HttpError(400, message, code=HEADER_MISMATCH, request_id=request_id)
+
+        method = body.get("method")
+        raw_params = body.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+        header_version = c.headers["mcp-protocol-version"].strip()
+        raw_meta = params.get("_meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        meta_version = meta.get(META_PROTOCOL_VERSION)
+        if meta_version is not None and meta_version != header_version:
+            raise mismatch(f"MCP-Protocol-Version {header_version!r} does not match _meta's {meta_version!r}")
+        if "id" not in body:
+            return  # notifications: header rules are not defined for them
+        header_method = c.headers.get("mcp-method")
+        if header_method is None:
+            raise mismatch("the Mcp-Method header is required on every 2026-07-28 request")
+        if header_method.strip() != method:
+            raise mismatch(
+                f"Mcp-Method {header_method.strip()!r} does not match the body's method {method!r}"
+            )
+        name_param = _NAME_PARAM.get(method) if isinstance(method, str) else None
+        header_name = c.headers.get("mcp-name")
+        if name_param is not None:
+            value = params.get(name_param)
+            if header_name is None:
+                raise mismatch(
+                    f"the Mcp-Name header is required on {method} (it carries params.{name_param})"
+                )
+            decoded = _decode_header_value(header_name)
+            if decoded is None:
+                raise mismatch("Mcp-Name is not a valid value (bad characters or base64)")
+            if decoded != value:
+                raise mismatch(f"Mcp-Name {decoded!r} does not match params.{name_param} {value!r}")
+        if (
+            method == "tools/call"
+            and self.http.header_params is not None
+            and isinstance(params.get("name"), str)
+        ):
+            self._check_param_headers(c, params, mismatch)
+
+    def _check_param_headers(
+        self, c: _Conn, params: Mapping[str, Any], mismatch: Callable[[str], _HttpError]
+    ) -> None:
+        assert self.http.header_params is not None
+        mapping = self.http.header_params(params["name"])
+        raw_arguments = params.get("arguments")
+        arguments: dict[str, Any] = raw_arguments if isinstance(raw_arguments, dict) else {}
+        for argument, header in mapping.items():
+            raw = c.headers.get("mcp-param-" + header.lower())
+            value = arguments.get(argument)
+            if value is None:
+                if raw is not None:
+                    raise mismatch(f"Mcp-Param-{header} is sent but {argument} is not in the arguments")
+                continue
+            if raw is None:
+                raise mismatch(f"Mcp-Param-{header} is required: the arguments carry {argument}")
+            decoded = _decode_header_value(raw)
+            if decoded is None:
+                raise mismatch(f"Mcp-Param-{header} is not a valid value (bad characters or base64)")
+            if not _param_matches(decoded, value):
+                raise mismatch(f"Mcp-Param-{header} {decoded!r} does not match argument {argument} {value!r}")
+
+    # ------------------------------------------------------------------
+    # GET and DELETE on the MCP endpoint
+    # ------------------------------------------------------------------
+
+    def _get(self, c: _Conn, now: float) -> None:
+        session_id = c.headers.get("mcp-session-id")
+        if session_id is None:
+            raise _HttpError(
+                405,
+                "GET needs a legacy session (Mcp-Session-Id); 2026-07-28 has no GET stream, use subscriptions/listen",
+                headers=(("allow", "POST"),),
+            )
+        hs = self._sessions.get(session_id)
+        if hs is None or hs.legacy_sse:
+            raise _HttpError(404, "unknown or terminated session; send initialize without Mcp-Session-Id")
+        if "text/event-stream" not in c.headers.get("accept", ""):
+            raise _HttpError(406, "a GET stream is text/event-stream; send Accept: text/event-stream")
+        hs.last_active = now
+        last = c.headers.get("last-event-id")
+        if last is not None:
+            stream, after = self._stream_for_event_id(hs, last)
+        else:
+            if hs.standalone is None:
+                hs.standalone = self._new_stream(hs, "get", resumable=True)
+            stream, after = hs.standalone, None
+            if stream.out is not None:
+                raise _HttpError(409, "this session's GET stream is already open")
+        if stream.out is not None:  # resuming a stream another connection still holds: take it over
+            self._end_response(stream.out, close=True)
+        out = _Out(conn=c.id, accept_sse=True, stream=stream, keepalive_at=now + self.http.sse_keepalive)
+        c.out = out
+        stream.out = out
+        self._start_sse(c, out, prime=after is None)
+        for seq, frame in list(stream.buffer):
+            if after is None or seq > after:
+                self._write(c, frame)
+        if stream.done and stream.kind == "post":
+            self._end_response(out)
+
+    def _stream_for_event_id(self, hs: _HttpSession, event_id: str) -> tuple[_Stream, int]:
+        key_text, _, seq_text = event_id.strip().partition("-")
+        if not (key_text.isdigit() and seq_text.isdigit()):
+            raise _HttpError(400, f"Last-Event-ID {event_id!r} is not an event id this server issued")
+        stream = hs.streams.get(int(key_text))
+        if stream is None:
+            raise _HttpError(404, f"Last-Event-ID {event_id!r} names no stream of this session")
+        return stream, int(seq_text)
+
+    def _delete(self, c: _Conn, now: float) -> None:
+        session_id = c.headers.get("mcp-session-id")
+        if session_id is None:
+            raise _HttpError(
+                405, "DELETE ends a legacy session; name it with Mcp-Session-Id", headers=(("allow", "POST"),)
+            )
+        hs = self._sessions.get(session_id)
+        if hs is None or hs.legacy_sse:
+            raise _HttpError(404, "unknown or terminated session")
+        self._end_session(hs, "deleted")
+        self._respond_plain(c, 200, b"")
+
+    # ------------------------------------------------------------------
+    # 2024-11-05 HTTP+SSE
+    # ------------------------------------------------------------------
+
+    def _open_legacy_sse(self, c: _Conn, now: float) -> None:
+        if "text/event-stream" not in c.headers.get("accept", "text/event-stream"):
+            raise _HttpError(406, "the SSE endpoint answers text/event-stream")
+        if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
+            raise _HttpError(503, "too many open sessions; try again later")
+        session_id = self._new_session_id()
+        session = ServerSession(self.config, can_push=True, tokens=self._tokens)
+        hs = _HttpSession(id=session_id, session=session, standalone=None, legacy_sse=True, last_active=now)
+        stream = self._new_stream(hs, "legacy-sse", resumable=False)
+        hs.standalone = stream
+        self._sessions[session_id] = hs
+        self._session_of[id(session)] = hs
+        out = _Out(conn=c.id, accept_sse=True, stream=stream, keepalive_at=now + self.http.sse_keepalive)
+        c.out = out
+        stream.out = out
+        self._start_sse(c, out, prime=False)
+        endpoint = f"{self.http.messages_path}?session_id={session_id}"
+        self._write(c, encode_event(endpoint.encode(), event="endpoint"))
+
+    def _post_legacy_sse(self, c: _Conn, query: Mapping[str, list[str]], now: float) -> None:
+        content_type = c.headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != "application/json":
+            raise _HttpError(415, "a POST body must be JSON (Content-Type: application/json)")
+        ids = query.get("session_id") or query.get("sessionId") or []
+        hs = self._sessions.get(ids[0]) if ids else None
+        if hs is None or not hs.legacy_sse or hs.standalone is None:
+            raise _HttpError(404, "unknown session; open the SSE endpoint first")
+        hs.last_active = now
+        self._respond_plain(c, 202, b"")
+        try:
+            body = orjson.loads(c.body)
+        except orjson.JSONDecodeError as exc:
+            body = None
+            error = ErrorResponse(id=None, code=PARSE_ERROR, message=f"Parse error: {exc}").to_obj()
+            self._deliver(hs.standalone, orjson.dumps(error), final=False, error_code=PARSE_ERROR)
+        if body is not None:
+            hs.session.receive_json(body, stream=hs.standalone.key)
+            self._pump(hs.session)
+
+    # ------------------------------------------------------------------
+    # Feeding a session and answering
+    # ------------------------------------------------------------------
+
+    def _new_stream(
+        self, hs: _HttpSession | None, kind: str, *, resumable: bool, modern: bool = False
+    ) -> _Stream:
+        key = next(self._keys)
+        rev = hs.session.negotiated_revision if hs is not None else None
+        stream = _Stream(
+            key=key,
+            session=hs,
+            kind=kind,
+            resumable=resumable and hs is not None,
+            priming=False,
+            cancel_on_disconnect=modern or hs is None,
+            replay_limit=self.http.replay_events,
+        )
+        stream.priming = stream.resumable and (rev is None or rev >= _PRIMING_FROM)
+        self._streams[key] = stream
+        if hs is not None:
+            hs.streams[key] = stream
+        return stream
+
+    def _feed(
+        self,
+        c: _Conn,
+        session: ServerSession,
+        body: Any,
+        stream: _Stream,
+        revision: Revision | None,
+        accept_sse: bool,
+        headers: tuple[tuple[str, str], ...],
+        *,
+        status_by_code: bool = False,
+    ) -> None:
+        out = _Out(
+            conn=c.id,
+            accept_sse=accept_sse,
+            stream=stream,
+            extra_headers=headers,
+            http_status_by_code=status_by_code,
+        )
+        c.out = out
+        stream.out = out
+        session.receive_json(body, stream=stream.key, revision=revision)
+        self._pump(session)
+        if out.mode == "pending" and not _has_request(body):
+            # Only notifications and responses: accepted, nothing to answer.
+            self._respond_plain(c, 202, b"", extra=headers)
+            self._retire(stream)
+        elif out.mode == "pending" and accept_sse:
+            out.keepalive_at = self._now + self.http.sse_keepalive
+
+    def _pump(self, session: ServerSession) -> None:
+        """Route what ``session`` queued: bytes to their streams, the rest to the driver."""
+        hs = self._session_of.get(id(session))
+        for action in session.next_actions():
+            if isinstance(action, Send):
+                stream = self._streams.get(action.stream) if action.stream is not None else None
+                if stream is None and hs is not None:
+                    stream = self._standalone(hs)
+                if stream is None:
+                    continue  # unsolicited, outside a session: nobody can receive it
+                self._deliver(stream, action.payload, final=action.final, error_code=action.error_code)
+            elif isinstance(action, HandleRequest):
+                self._token_session[action.token] = session
+                self._actions.append(action)
+            elif isinstance(action, CancelRequest):
+                self._actions.append(action)
+            elif isinstance(action, Close):
+                if hs is not None:
+                    self._forget_session(hs)
+            else:
+                self._actions.append(action)
+
+    def _standalone(self, hs: _HttpSession) -> _Stream:
+        if hs.standalone is None:
+            hs.standalone = self._new_stream(hs, "get", resumable=True)
+        return hs.standalone
+
+    def _deliver(self, stream: _Stream, payload: bytes, *, final: bool, error_code: int | None) -> None:
+        """One JSON-RPC message for ``stream``: onto its connection, into its replay buffer, or both."""
+        out = stream.out
+        c = self._conns.get(out.conn) if out is not None else None
+        if stream.kind == "post" and out is not None and c is not None and out.mode == "pending":
+            if final:
+                status = 200
+                if error_code is not None and (
+                    out.http_status_by_code or error_code in (PARSE_ERROR, INVALID_REQUEST)
+                ):
+                    # 2026-07-28: the status follows the code.  Legacy: a message
+                    # the server could not accept is a 4xx; other errors are 200.
+                    status = http_status_for(error_code)
+                self._respond_json(c, out, status, payload)
+                stream.done = True
+                self._retire(stream)
+                return
+            if not out.accept_sse:
+                return  # the client takes JSON only: progress and logs cannot reach it
+            self._start_sse(c, out)
+        frame = self._frame(stream, payload)
+        if stream.resumable:
+            stream.buffer.append((stream.seq, frame))
+            while len(stream.buffer) > stream.replay_limit:
+                stream.buffer.popleft()
+        if c is not None and out is not None and out.mode == "sse":
+            self._write(c, frame)
+            if out.keepalive_at is not None:
+                out.keepalive_at = self._now + self.http.sse_keepalive
+        if final and stream.kind == "post":
+            stream.done = True
+            if out is not None and c is not None:
+                self._end_response(out)
+            self._retire(stream)
+
+    def _frame(self, stream: _Stream, payload: bytes) -> bytes:
+        if stream.kind == "legacy-sse":
+            return encode_event(payload, event="message")
+        if not stream.resumable:
+            return encode_event(payload)
+        stream.seq += 1
+        return encode_event(payload, event_id=f"{stream.key}-{stream.seq}")
+
+    def _retire(self, stream: _Stream) -> None:
+        """A POST stream is answered: keep its events for replay only while bounded."""
+        hs = stream.session
+        if hs is None or not stream.resumable:
+            self._streams.pop(stream.key, None)
+            if hs is not None:
+                hs.streams.pop(stream.key, None)
+            return
+        if stream.key in hs.finished:
+            return
+        hs.finished.append(stream.key)
+        while len(hs.finished) > self.http.finished_streams_kept:
+            old = hs.finished.popleft()
+            hs.streams.pop(old, None)
+            self._streams.pop(old, None)
+
+    # ------------------------------------------------------------------
+    # Writing responses
+    # ------------------------------------------------------------------
+
+    def _send(self, c: _Conn, event: h11.Event) -> None:
+        try:
+            data = c.parser.send(event)
+        except h11.LocalProtocolError:
+            self._close(c)
+            return
+        if data:
+            self._actions.append(SendBytes(conn=c.id, data=data))
+
+    def _write(self, c: _Conn, data: bytes) -> None:
+        if not c.closed:
+            self._send(c, h11.Data(data=data))
+
+    def _respond_json(self, c: _Conn, out: _Out, status: int, payload: bytes) -> None:
+        headers = [
+            ("content-type", "application/json"),
+            ("content-length", str(len(payload))),
+            *out.extra_headers,
+        ]
+        self._send(c, h11.Response(status_code=status, headers=headers, reason=_reason(status)))
+        self._send(c, h11.Data(data=payload))
+        out.mode = "done"
+        self._finish_response(c)
+
+    def _respond_plain(
+        self, c: _Conn, status: int, payload: bytes, extra: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        if c.closed or c.parser.our_state is not h11.SEND_RESPONSE:
+            return
+        headers = [("content-length", str(len(payload))), *extra]
+        if payload:
+            headers.insert(0, ("content-type", "application/json"))
+        self._send(c, h11.Response(status_code=status, headers=headers, reason=_reason(status)))
+        if payload:
+            self._send(c, h11.Data(data=payload))
+        if c.out is not None:
+            c.out.mode = "done"
+        self._finish_response(c)
+
+    def _start_sse(self, c: _Conn, out: _Out, *, prime: bool = True) -> None:
+        headers = [
+            ("content-type", "text/event-stream"),
+            ("cache-control", "no-cache"),
+            ("x-accel-buffering", "no"),
+            *out.extra_headers,
+        ]
+        self._send(c, h11.Response(status_code=200, headers=headers, reason=b"OK"))
+        out.mode = "sse"
+        stream = out.stream
+        if prime and stream is not None and stream.priming:
+            self._write(
+                c, encode_event(None, event_id=f"{stream.key}-{stream.seq}", retry_ms=self.http.sse_retry_ms)
+            )
+
+    def _end_response(self, out: _Out, *, close: bool = False) -> None:
+        c = self._conns.get(out.conn)
+        if out.stream is not None and out.stream.out is out:
+            out.stream.out = None
+        out.stream = None
+        if c is None or c.closed:
+            return
+        if out.mode == "sse":
+            self._send(c, h11.EndOfMessage())
+        out.mode = "done"
+        if close:
+            self._close(c)
+        else:
+            self._finish_response(c)
+
+    def _finish_response(self, c: _Conn) -> None:
+        if c.closed:
+            return
+        if c.parser.our_state is h11.SEND_BODY:
+            self._send(c, h11.EndOfMessage())
+        if c.out is not None and c.out.stream is not None and c.out.stream.out is c.out:
+            c.out.stream.out = None
+        c.out = None
+        if c.parser.our_state is h11.MUST_CLOSE or c.parser.their_state is h11.MUST_CLOSE:
+            self._close(c)
+            return
+        if c.parser.our_state is h11.DONE and c.parser.their_state is h11.DONE:
+            c.parser.start_next_cycle()
+            c.request = None
+            c.started_request = False
+            c.deadline = self._now + self.http.request_timeout
+            self._process(c, self._now)
+
+    def _refuse(self, c: _Conn, exc: _HttpError, *, close: bool = False) -> None:
+        if c.parser.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            self._close(c)
+            return
+        error = ErrorResponse(id=exc.request_id, code=exc.code, message=exc.message, data=exc.data).to_obj()
+        payload = orjson.dumps(error)
+        headers = [("content-type", "application/json"), ("content-length", str(len(payload))), *exc.headers]
+        if close:
+            headers.append(("connection", "close"))
+        try:
+            self._actions.append(
+                SendBytes(
+                    conn=c.id,
+                    data=c.parser.send(
+                        h11.Response(status_code=exc.status, headers=headers, reason=_reason(exc.status))
+                    ),
+                )
+            )
+            self._actions.append(SendBytes(conn=c.id, data=c.parser.send(h11.Data(data=payload))))
+            self._actions.append(SendBytes(conn=c.id, data=c.parser.send(h11.EndOfMessage())))
+        except h11.LocalProtocolError:
+            self._close(c)
+            return
+        self._trace("http-refused", status=exc.status, message=exc.message)
+        if close:
+            self._close(c)
+        else:
+            c.out = None
+            self._finish_response(c)
+
+    def _close(self, c: _Conn) -> None:
+        if c.closed:
+            return
+        c.closed = True
+        c.deadline = None
+        self._actions.append(CloseConnection(conn=c.id))
+
+    # ------------------------------------------------------------------
+    # Connections and sessions ending
+    # ------------------------------------------------------------------
+
+    def _detach(self, c: _Conn, now: float) -> None:
+        """The client went away while ``c`` was answering: what that means depends on the stream."""
+        out, c.out = c.out, None
+        if out is None or out.stream is None or out.mode == "done":
+            return
+        stream = out.stream
+        if stream.out is out:
+            stream.out = None
+        hs = stream.session
+        if stream.kind == "legacy-sse" and hs is not None:
+            self._end_session(hs, "stream lost")
+            return
+        if stream.kind == "post" and not stream.done and stream.cancel_on_disconnect:
+            # 2026-07-28 and sessionless POSTs: closing the stream is cancellation.
+            session = hs.session if hs is not None else self._sessionless
+            session.abandon(stream.key)
+            self._pump(session)
+            self._streams.pop(stream.key, None)
+        # Within a legacy session a dropped connection is not a cancellation:
+        # the stream keeps its events for a GET with Last-Event-ID.
+
+    def _end_session(self, hs: _HttpSession, why: str) -> None:
+        self._trace("session-ended", session=hs.id, why=why)
+        for stream in list(hs.streams.values()):
+            if stream.out is not None:
+                self._end_response(stream.out, close=stream.kind == "legacy-sse")
+        if hs.session.state.value != "closed":
+            hs.session.terminate()
+            self._pump(hs.session)
+        self._forget_session(hs)
+
+    def _forget_session(self, hs: _HttpSession) -> None:
+        self._sessions.pop(hs.id, None)
+        self._session_of.pop(id(hs.session), None)
+        for key in list(hs.streams):
+            self._streams.pop(key, None)
+        hs.streams.clear()
+
+    def _idle(self, hs: _HttpSession) -> bool:
+        return hs.session.in_flight == 0 and not any(s.out is not None for s in hs.streams.values())
+
+    def _evict_idle(self) -> bool:
+        idle = [s for s in self._sessions.values() if self._idle(s)]
+        if not idle:
+            return False
+        self._end_session(min(idle, key=lambda s: s.last_active), "evicted")
+        return True
+
+    def _trace(self, event: str, **detail: Any) -> None:
+        if self.config.trace:
+            self._actions.append(Trace(event=event, detail=detail))
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
+
+
+def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in raw:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        out[key] = f"{out[key]}, {text}" if key in out else text
+    return out
+
+
+def _host_names(http: HttpConfig) -> frozenset[str]:
+    names = set(_LOOPBACK_HOSTS) | {h.lower() for h in http.allowed_hosts}
+    bound = http.bound_host.lower().strip("[]")
+    if bound not in ("0.0.0.0", "::", ""):
+        names.add(bound)
+    return frozenset(names)
+
+
+def _host_part(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _id_of(body: Any) -> RequestId | None:
+    if isinstance(body, dict):
+        value = body.get("id")
+        if type(value) in (str, int):
+            return value
+    return None
+
+
+def _has_request(body: Any) -> bool:
+    items = body if isinstance(body, list) else [body]
+    return any(isinstance(m, dict) and "method" in m and "id" in m for m in items) or not all(
+        isinstance(m, dict) for m in items
+    )
+
+
+def _is_initialize(body: Any) -> bool:
+    return (
+        isinstance(body, dict)
+        and body.get("method") == "initialize"
+        and "id" in body
+        and not _looks_modern(body)
+    )
+
+
+def _looks_modern(body: Any) -> bool:
+    if not isinstance(body, dict):
+        return False
+    params = body.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and META_PROTOCOL_VERSION in meta
+
+
+def _decode_header_value(raw: str) -> str | None:
+    """A header value as the client meant it: ``=?base64?…?=`` decoded; None if invalid."""
+    value = raw.strip()
+    match = _BASE64_VALUE.match(value)
+    if match:
+        try:
+            return base64.b64decode(match.group(1), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    if any(ord(ch) < 0x20 or ord(ch) > 0x7E for ch in value):
+        return None
+    return value
+
+
+def _param_matches(header: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return header == ("true" if value else "false")
+    if isinstance(value, int):
+        try:
+            return int(header) == value
+        except ValueError:
+            return False
+    if isinstance(value, str):
+        return header == value
+    return False
