@@ -18,6 +18,9 @@ with ``next_actions()`` after every input, in order (STYLE.md §2, §10):
 ``CancelRequest``
     The peer cancelled ``token`` (or the connection is closing): stop its
     handler.  Anything the handler still reports is dropped by the session.
+``EndStream``
+    Nothing more will be sent on ``stream`` (its request was cancelled): a
+    Streamable HTTP binding ends that response; stdio ignores it.
 ``PeerReplied``
     The peer answered a request the server sent (``send_request``).
 ``Close``
@@ -40,6 +43,7 @@ __all__ = [
     "Action",
     "CancelRequest",
     "Close",
+    "EndStream",
     "HandleRequest",
     "PeerReplied",
     "RequestContext",
@@ -93,6 +97,11 @@ class CancelRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EndStream:
+    stream: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PeerReplied:
     token: int
     result: Mapping[str, Any] | None = None
@@ -110,4 +119,4 @@ class Trace:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
-Action = Send | HandleRequest | CancelRequest | PeerReplied | Close | Trace
+Action = Send | HandleRequest | CancelRequest | EndStream | PeerReplied | Close | Trace

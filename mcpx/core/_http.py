@@ -64,7 +64,7 @@ from urllib.parse import parse_qs, urlsplit
 import h11
 import orjson
 
-from ._actions import CancelRequest, Close, HandleRequest, PeerReplied, Send, Trace
+from ._actions import CancelRequest, Close, EndStream, HandleRequest, PeerReplied, Send, Trace
 from ._errors import (
     HEADER_MISMATCH,
     INVALID_REQUEST,
@@ -846,11 +846,32 @@ class HttpServer:
                 self._actions.append(action)
             elif isinstance(action, CancelRequest):
                 self._actions.append(action)
+            elif isinstance(action, EndStream):
+                self._end_cancelled(action.stream)
             elif isinstance(action, Close):
                 if hs is not None:
                     self._forget_session(hs)
             else:
                 self._actions.append(action)
+
+    def _end_cancelled(self, key: int) -> None:
+        """A stream's request was cancelled: end its HTTP response without an answer."""
+        stream = self._streams.get(key)
+        if stream is None or stream.kind != "post" or stream.done:
+            return
+        stream.done = True
+        out = stream.out
+        c = self._conns.get(out.conn) if out is not None else None
+        if out is not None and c is not None and not c.closed:
+            if out.mode == "pending":
+                if out.accept_sse:
+                    self._start_sse(c, out)
+                else:
+                    self._respond_plain(c, 204, b"")
+                    self._retire(stream)
+                    return
+            self._end_response(out)
+        self._retire(stream)
 
     def _standalone(self, hs: _HttpSession) -> _Stream:
         if hs.standalone is None:

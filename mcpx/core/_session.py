@@ -62,6 +62,7 @@ from ._actions import (
     Action,
     CancelRequest,
     Close,
+    EndStream,
     HandleRequest,
     PeerReplied,
     RequestContext,
@@ -1086,6 +1087,8 @@ class ServerSession:
         if rec.batch is not None:
             rec.batch.pending -= 1
             self._flush_batch(rec.batch)
+        elif not any(r.stream == rec.stream for r in self._inflight.values()):
+            self._actions.append(EndStream(stream=rec.stream))
 
     def _forget(self, rec: _InFlight) -> None:
         self._inflight.pop(rec.token, None)

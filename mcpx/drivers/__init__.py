@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -149,6 +150,10 @@ def serve_http(
         if loop == "blocking":
             from ._blocking import serve_http_blocking
 
+            if stop is None and threading.current_thread() is threading.main_thread():
+                stop = threading.Event()
+                for signum in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(signum, lambda *_: stop.set())
             serve_http_blocking(server, core, sockets, trace=trace, stop=stop, started=started)
             return
 
@@ -168,6 +173,12 @@ def serve_http(
                 if stop is not None:
                     await anyio.to_thread.run_sync(stop.wait, abandon_on_cancel=True)
                     tg.cancel_scope.cancel()
+                elif threading.current_thread() is threading.main_thread():
+                    # SIGINT and SIGTERM end the server cleanly, on every loop.
+                    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                        async for _ in signals:
+                            tg.cancel_scope.cancel()
+                            break
 
         options: dict[str, object] = {}
         if loop == "uvloop":

@@ -1,7 +1,9 @@
-"""The conversation suite: `mcpx demo` over real stdio, every revision, every driver.
+"""The conversation suite: `mcpx demo` over stdio and HTTP, every revision, every driver.
 
-Each test spawns ``mcpx demo --loop X`` and talks to it as an MCP host would,
-at one revision.  Every frame received is validated against that revision's
+Each test spawns ``mcpx demo --loop X`` (with ``--http 0`` for the HTTP
+transport) and talks to it as an MCP host would, at one revision: over HTTP,
+2024-11-05 uses the HTTP+SSE transport, the other legacy revisions a
+Streamable HTTP session, and 2026-07-28 its per-request POSTs.  Every frame received is validated against that revision's
 official schema in strict mode (``tests/schema_sweep.py``).  What is checked
 is what a host would see: the negotiated version, which fields a result
 carries at this revision, which notifications arrive, which errors come back.
@@ -19,8 +21,11 @@ from typing import Any
 
 import pytest
 
+from tests.conformance.http_peer import HttpPeer
 from tests.conformance.peer import LOOPS, MODERN, REVISIONS, StdioPeer, at_least
 from tests.conformance.sweep import SWEEP
+
+Peer = StdioPeer | HttpPeer
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,8 +40,15 @@ def revision(request: pytest.FixtureRequest) -> str:
     return request.param  # type: ignore[no-any-return]
 
 
+@pytest.fixture(params=("stdio", "http"))
+def peer(loop: str, request: pytest.FixtureRequest) -> Iterator[Peer]:
+    p: Peer = StdioPeer(loop) if request.param == "stdio" else HttpPeer(loop)
+    yield p
+    p.kill()
+
+
 @pytest.fixture
-def peer(loop: str) -> Iterator[StdioPeer]:
+def stdio_peer(loop: str) -> Iterator[StdioPeer]:
     p = StdioPeer(loop)
     yield p
     p.kill()
@@ -51,7 +63,7 @@ def texts(result: dict[str, Any]) -> list[str]:
 # --------------------------------------------------------------------------
 
 
-def test_negotiation_declares_what_the_revision_defines(peer: StdioPeer, revision: str) -> None:
+def test_negotiation_declares_what_the_revision_defines(peer: Peer, revision: str) -> None:
     if revision == MODERN:
         peer.speak(MODERN)
         result = peer.result("server/discover")
@@ -93,13 +105,15 @@ def test_counter_offer_is_the_newest_revision_the_server_speaks(loop: str) -> No
         peer.kill()
 
 
-def test_a_request_that_declared_nothing_is_answered_as_2024_11_05(peer: StdioPeer) -> None:
+def test_a_request_that_declared_nothing_is_answered_as_2024_11_05(stdio_peer: StdioPeer) -> None:
+    peer = stdio_peer
     result = peer.result("tools/call", {"name": "weather", "arguments": {"city": "Oslo"}})
     assert "structuredContent" not in result and "resultType" not in result
     assert '"city":"Oslo"' in texts(result)[0]
 
 
-def test_initialize_twice_is_refused(peer: StdioPeer) -> None:
+def test_initialize_twice_is_refused(stdio_peer: StdioPeer) -> None:
+    peer = stdio_peer
     peer.initialize("2025-06-18")
     error = peer.error("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {}})
     assert error["code"] == -32600
@@ -111,7 +125,7 @@ def test_initialize_twice_is_refused(peer: StdioPeer) -> None:
 # --------------------------------------------------------------------------
 
 
-def test_tools_list_fields_follow_the_revision(peer: StdioPeer, revision: str) -> None:
+def test_tools_list_fields_follow_the_revision(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     result = peer.result("tools/list")
     tools = {t["name"]: t for t in result["tools"]}
@@ -125,7 +139,7 @@ def test_tools_list_fields_follow_the_revision(peer: StdioPeer, revision: str) -
         assert result["cacheScope"] == "public"
 
 
-def test_tool_calls_at_every_revision(peer: StdioPeer, revision: str) -> None:
+def test_tool_calls_at_every_revision(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     echo = peer.result("tools/call", {"name": "echo", "arguments": {"text": "hi there"}})
     assert texts(echo) == ["hi there"]
@@ -163,13 +177,13 @@ def test_tool_calls_at_every_revision(peer: StdioPeer, revision: str) -> None:
     assert failed["isError"] is True and texts(failed) == ["nope"]
 
 
-def test_unknown_tool_is_invalid_params(peer: StdioPeer, revision: str) -> None:
+def test_unknown_tool_is_invalid_params(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     error = peer.error("tools/call", {"name": "no_such_tool", "arguments": {}})
     assert error["code"] == -32602 and "no_such_tool" in error["message"]
 
 
-def test_bad_arguments_follow_the_revision(peer: StdioPeer, revision: str) -> None:
+def test_bad_arguments_follow_the_revision(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     frame = peer.call("tools/call", {"name": "add", "arguments": {"a": "two"}})
     if at_least(revision, "2025-11-25"):  # SEP-1303: input validation is a tool error
@@ -178,7 +192,7 @@ def test_bad_arguments_follow_the_revision(peer: StdioPeer, revision: str) -> No
         assert frame["error"]["code"] == -32602
 
 
-def test_resources_prompts_and_completion(peer: StdioPeer, revision: str) -> None:
+def test_resources_prompts_and_completion(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     listed = peer.result("resources/list")
     assert {r["uri"] for r in listed["resources"]} == {"demo://readme", "demo://logo.png"}
@@ -215,7 +229,7 @@ def test_resources_prompts_and_completion(peer: StdioPeer, revision: str) -> Non
     assert peer.close() == 0
 
 
-def test_invalid_cursor_is_invalid_params(peer: StdioPeer, revision: str) -> None:
+def test_invalid_cursor_is_invalid_params(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     assert peer.error("tools/list", {"cursor": "not-a-cursor-we-issued"})["code"] == -32602
 
@@ -225,11 +239,11 @@ def test_invalid_cursor_is_invalid_params(peer: StdioPeer, revision: str) -> Non
 # --------------------------------------------------------------------------
 
 
-def _count_notifications(peer: StdioPeer, method: str) -> list[dict[str, Any]]:
+def _count_notifications(peer: Peer, method: str) -> list[dict[str, Any]]:
     return [n for n in peer.notifications if n["method"] == method]
 
 
-def test_progress_only_for_a_request_with_a_token(peer: StdioPeer, revision: str) -> None:
+def test_progress_only_for_a_request_with_a_token(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     peer.result("tools/call", {"name": "count", "arguments": {"to": 3}})
     assert _count_notifications(peer, "notifications/progress") == []
@@ -242,7 +256,7 @@ def test_progress_only_for_a_request_with_a_token(peer: StdioPeer, revision: str
     assert all(("message" in p["params"]) == at_least(revision, "2025-03-26") for p in progress)
 
 
-def test_log_messages_only_at_the_level_asked_for(peer: StdioPeer, revision: str) -> None:
+def test_log_messages_only_at_the_level_asked_for(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     peer.result("tools/call", {"name": "count", "arguments": {"to": 2}})
     assert _count_notifications(peer, "notifications/message") == []  # no level, no messages
@@ -281,7 +295,7 @@ def test_log_messages_only_at_the_level_asked_for(peer: StdioPeer, revision: str
 REMOVED_IN_2026 = ("initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe")
 
 
-def test_removed_methods_are_method_not_found_only_for_2026(peer: StdioPeer, revision: str) -> None:
+def test_removed_methods_are_method_not_found_only_for_2026(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     params = {
         "initialize": {
@@ -304,8 +318,9 @@ def test_removed_methods_are_method_not_found_only_for_2026(peer: StdioPeer, rev
             assert frame["result"] == {}, (method, frame)
 
 
-def test_legacy_peer_may_listen_for_notifications(peer: StdioPeer, revision: str) -> None:
+def test_legacy_peer_may_listen_for_notifications(stdio_peer: StdioPeer, revision: str) -> None:
     """subscriptions/listen is answered for any peer, in its 2026-07-28 shape."""
+    peer = stdio_peer
     peer.speak(revision)
     listen_id = peer.request(
         "subscriptions/listen",
@@ -321,7 +336,7 @@ def test_legacy_peer_may_listen_for_notifications(peer: StdioPeer, revision: str
     assert final and final[0]["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == listen_id
 
 
-def test_tasks_are_answered_but_none_exist(peer: StdioPeer, revision: str) -> None:
+def test_tasks_are_answered_but_none_exist(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     if revision == MODERN:
         assert peer.error("tasks/list")["code"] == -32601  # removed in 2026-07-28
@@ -343,7 +358,8 @@ def test_tasks_are_answered_but_none_exist(peer: StdioPeer, revision: str) -> No
 # --------------------------------------------------------------------------
 
 
-def test_modern_request_errors(peer: StdioPeer) -> None:
+def test_modern_request_errors(stdio_peer: StdioPeer) -> None:
+    peer = stdio_peer
     no_meta = peer.error("server/discover", modern=False)
     assert no_meta["code"] == -32602 and "_meta" in no_meta["message"]
     half = peer.call(
@@ -364,8 +380,9 @@ def test_modern_request_errors(peer: StdioPeer) -> None:
     assert peer.error("no/such/method", modern=True)["code"] == -32601
 
 
-def test_both_eras_on_one_connection(peer: StdioPeer) -> None:
+def test_both_eras_on_one_connection(stdio_peer: StdioPeer) -> None:
     """A legacy session and per-request 2026-07-28 requests coexist on one pipe."""
+    peer = stdio_peer
     peer.initialize("2025-03-26")
     legacy = peer.result("tools/call", {"name": "weather", "arguments": {"city": "Rome"}})
     modern = peer.result("tools/call", {"name": "weather", "arguments": {"city": "Rome"}}, modern=True)
@@ -379,7 +396,7 @@ def test_both_eras_on_one_connection(peer: StdioPeer) -> None:
 # --------------------------------------------------------------------------
 
 
-def test_cancelled_request_gets_no_response(peer: StdioPeer, revision: str) -> None:
+def test_cancelled_request_gets_no_response(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     slow = peer.request("tools/call", {"name": "sleep", "arguments": {"seconds": 30}})
     time.sleep(0.2)
@@ -392,7 +409,7 @@ def test_cancelled_request_gets_no_response(peer: StdioPeer, revision: str) -> N
     assert not [f for f in peer.received if f.get("id") == slow], "a cancelled request must not be answered"
 
 
-def test_cancelling_a_threaded_handler(peer: StdioPeer) -> None:
+def test_cancelling_a_threaded_handler(peer: Peer) -> None:
     """A sync tool runs on a worker thread; cancelling it stops it and nothing is answered."""
     peer.initialize("2025-11-25")
     slow = peer.request("tools/call", {"name": "sleep_sync", "arguments": {"seconds": 30}})
@@ -436,7 +453,8 @@ def test_drain_time_bounds_how_long_end_of_input_waits(loop: str, tool: str) -> 
 # --------------------------------------------------------------------------
 
 
-def test_bad_lines_get_parse_errors_and_the_connection_survives(peer: StdioPeer, revision: str) -> None:
+def test_bad_lines_get_parse_errors_and_the_connection_survives(stdio_peer: StdioPeer, revision: str) -> None:
+    peer = stdio_peer
     peer.speak(revision)
     peer.send_raw(b"this is not json\n")
     frame = peer.recv()
@@ -472,7 +490,8 @@ def test_line_limit(loop: str) -> None:
         peer.kill()
 
 
-def test_batches_only_for_2025_03_26(peer: StdioPeer, revision: str) -> None:
+def test_batches_only_for_2025_03_26(stdio_peer: StdioPeer, revision: str) -> None:
+    peer = stdio_peer
     peer.speak(revision)
     peer.send(
         [
@@ -506,7 +525,8 @@ def test_batches_only_for_2025_03_26(peer: StdioPeer, revision: str) -> None:
     assert peer.result("tools/list")["tools"]
 
 
-def test_duplicate_id_in_flight_is_refused(peer: StdioPeer) -> None:
+def test_duplicate_id_in_flight_is_refused(stdio_peer: StdioPeer) -> None:
+    peer = stdio_peer
     peer.initialize("2025-11-25")
     peer.request("tools/call", {"name": "sleep", "arguments": {"seconds": 0.5}}, id=42)
     peer.send({"jsonrpc": "2.0", "id": 42, "method": "ping"})
@@ -516,7 +536,7 @@ def test_duplicate_id_in_flight_is_refused(peer: StdioPeer) -> None:
     assert second["id"] == 42 and second["result"]["content"][0]["text"] == "slept 0.5s"
 
 
-def test_modern_meta_is_never_remembered(peer: StdioPeer) -> None:
+def test_modern_meta_is_never_remembered(peer: Peer) -> None:
     """Each 2026-07-28 request stands alone: a log level on one does not carry to the next."""
     peer.speak(MODERN)
     peer.result(

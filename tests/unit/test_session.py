@@ -11,6 +11,7 @@ from mcpx.core import (
     CancelRequest,
     Close,
     ConnectionState,
+    EndStream,
     HandleRequest,
     LocalProtocolError,
     PeerReplied,
@@ -177,7 +178,7 @@ def test_end_of_input_drains_then_closes_on_the_timer() -> None:
     assert not [a for a in h.pump() if isinstance(a, Close)]
     h.session.handle_timer(h.now + 2.0)
     actions = h.pump()
-    assert [type(a) for a in actions] == [CancelRequest, Close]
+    assert [type(a) for a in actions] == [CancelRequest, EndStream, Close]
     assert h.session.state is ConnectionState.CLOSED and h.session.get_timer() is None
     with pytest.raises(LocalProtocolError):
         h.session.receive_json({"jsonrpc": "2.0", "id": 9, "method": "ping"})
