@@ -84,6 +84,9 @@ def demo(
     ] = None,
     host: Annotated[str, typer.Option(help="Address to bind with --http.")] = "127.0.0.1",
     unix: Annotated[str | None, typer.Option(help="Also (or only) serve HTTP on this unix socket.")] = None,
+    profile: Annotated[
+        str, typer.Option(help="demo (small and friendly) or conformance (the official suite's fixtures).")
+    ] = "demo",
 ) -> None:
     """Serve the built-in demo server over stdio (or HTTP with --http / --unix)."""
     from ..demo import build_demo_server
@@ -96,7 +99,14 @@ def demo(
         spoken = tuple(parse_revision(r) for r in _split(revisions)) or REVISIONS
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    server = build_demo_server()
+    if profile == "demo":
+        server = build_demo_server()
+    elif profile == "conformance":
+        from ..conformance_server import build_conformance_server
+
+        server = build_conformance_server()
+    else:
+        raise typer.BadParameter(f"unknown profile {profile!r}; choose demo or conformance")
     config = server.session_config(policy=policy, revisions=spoken, drain=drain, trace=trace)
     if http is None and unix is None:
         serve_stdio(server, loop=loop, config=config, max_line=max_line, trace=trace)

@@ -18,6 +18,7 @@ from ._actions import (
     PeerReplied,
     RequestContext,
     Send,
+    SuspendStream,
     Trace,
 )
 from ._downgrade import Ages, downgrade, downgrade_error, envelope
@@ -124,6 +125,7 @@ __all__ = [
     "SseDecoder",
     "SseEvent",
     "StdioServerConnection",
+    "SuspendStream",
     "Trace",
     "comment",
     "decode",

@@ -21,6 +21,10 @@ with ``next_actions()`` after every input, in order (STYLE.md §2, §10):
 ``EndStream``
     Nothing more will be sent on ``stream`` (its request was cancelled): a
     Streamable HTTP binding ends that response; stdio ignores it.
+``SuspendStream``
+    The application asked to close ``stream`` now and go on working (SSE
+    polling, 2025-11-25): a Streamable HTTP binding ends the HTTP response
+    but keeps the stream, which the client resumes with ``Last-Event-ID``.
 ``PeerReplied``
     The peer answered a request the server sent (``send_request``).
 ``Close``
@@ -48,6 +52,7 @@ __all__ = [
     "PeerReplied",
     "RequestContext",
     "Send",
+    "SuspendStream",
     "Trace",
 ]
 
@@ -102,6 +107,11 @@ class EndStream:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SuspendStream:
+    stream: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PeerReplied:
     token: int
     result: Mapping[str, Any] | None = None
@@ -119,4 +129,4 @@ class Trace:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
-Action = Send | HandleRequest | CancelRequest | EndStream | PeerReplied | Close | Trace
+Action = Send | HandleRequest | CancelRequest | EndStream | SuspendStream | PeerReplied | Close | Trace

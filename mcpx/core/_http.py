@@ -64,7 +64,7 @@ from urllib.parse import parse_qs, urlsplit
 import h11
 import orjson
 
-from ._actions import CancelRequest, Close, EndStream, HandleRequest, PeerReplied, Send, Trace
+from ._actions import CancelRequest, Close, EndStream, HandleRequest, PeerReplied, Send, SuspendStream, Trace
 from ._errors import (
     HEADER_MISMATCH,
     INVALID_REQUEST,
@@ -402,6 +402,12 @@ class HttpServer:
         sent = session.log(level, data, logger=logger, token=token)
         self._pump(session)
         return sent
+
+    def suspend_stream(self, token: int) -> None:
+        session = self._token_session.get(token)
+        if session is not None:
+            session.suspend_stream(token)
+            self._pump(session)
 
     def notify_list_changed(self, kind: str) -> None:
         for session in self._all_sessions():
@@ -848,11 +854,29 @@ class HttpServer:
                 self._actions.append(action)
             elif isinstance(action, EndStream):
                 self._end_cancelled(action.stream)
+            elif isinstance(action, SuspendStream):
+                self._suspend(action.stream)
             elif isinstance(action, Close):
                 if hs is not None:
                     self._forget_session(hs)
             else:
                 self._actions.append(action)
+
+    def _suspend(self, key: int) -> None:
+        """Close a resumable stream's HTTP response now; its events wait for Last-Event-ID."""
+        stream = self._streams.get(key)
+        if stream is None or not stream.resumable or stream.done or stream.out is None:
+            return
+        out = stream.out
+        c = self._conns.get(out.conn)
+        if c is None or c.closed:
+            return
+        if out.mode == "pending":
+            if not out.accept_sse:
+                return  # a JSON-only client cannot resume: keep its response
+            self._start_sse(c, out)
+        self._trace("stream-suspended", stream=key)
+        self._end_response(out)
 
     def _end_cancelled(self, key: int) -> None:
         """A stream's request was cancelled: end its HTTP response without an answer."""

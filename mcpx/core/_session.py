@@ -67,6 +67,7 @@ from ._actions import (
     PeerReplied,
     RequestContext,
     Send,
+    SuspendStream,
     Trace,
 )
 from ._downgrade import Ages, downgrade, downgrade_error, envelope
@@ -558,6 +559,16 @@ class ServerSession:
             params["logger"] = logger
         self._notify("notifications/message", params, "LoggingMessageNotificationParams", rev, stream)
         return True
+
+    def suspend_stream(self, token: int) -> None:
+        """Ask the transport to close request ``token``'s stream now (SSE polling).
+
+        The request goes on; a Streamable HTTP binding keeps its stream for the
+        client to resume with ``Last-Event-ID``.  Nothing happens on stdio.
+        """
+        rec = self._inflight.get(token)
+        if rec is not None:
+            self._actions.append(SuspendStream(stream=rec.stream))
 
     def notify_list_changed(self, kind: str) -> None:
         """The server's ``kind`` list ("tools", "prompts", "resources") changed."""

@@ -27,6 +27,8 @@ class Core(Protocol):
 
     def log(self, level: str, data: Any, *, logger: str | None = None, token: int | None = None) -> bool: ...
 
+    def suspend_stream(self, token: int) -> None: ...
+
     def notify_list_changed(self, kind: str) -> None: ...
 
     def notify_resource_updated(self, uri: str) -> None: ...
@@ -52,6 +54,10 @@ class PostingSink:
     def log(self, token: int, level: str, data: Any, logger: str | None) -> None:
         session = self.session
         self.post(lambda: session.log(level, data, logger=logger, token=token))
+
+    def close_stream(self, token: int) -> None:
+        session = self.session
+        self.post(lambda: session.suspend_stream(token))
 
 
 def change_listener(post: Post, session: Core) -> Callable[[str, str | None], None]:

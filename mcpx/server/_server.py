@@ -88,6 +88,8 @@ class RequestSink(Protocol):
 
     def log(self, token: int, level: str, data: Any, logger: str | None) -> None: ...
 
+    def close_stream(self, token: int) -> None: ...
+
 
 class Context:
     """What a handler may know and do about the request it is serving.
@@ -134,6 +136,15 @@ class Context:
         if level not in LOG_LEVELS:
             raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}")
         self._sink.log(self.request.token, level, data, logger)
+
+    def close_stream(self) -> None:
+        """Close this request's event stream now and go on working (SSE polling).
+
+        A Streamable HTTP client of 2025-11-25 resumes the stream with
+        ``Last-Event-ID`` and still receives the result; on stdio, or where
+        the stream cannot be resumed, nothing happens.
+        """
+        self._sink.close_stream(self.request.token)
 
     def debug(self, data: Any, logger: str | None = None) -> None:
         self.log("debug", data, logger)
