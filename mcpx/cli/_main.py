@@ -16,7 +16,7 @@ import typer
 
 from .. import __version__
 from ..core import DEFAULT_MAX_LINE, REVISIONS, SpecPolicy, parse_revision
-from ..drivers import LOOPS
+from ..drivers import LOOPS, HttpConfig
 
 app = typer.Typer(
     name="mcpx",
@@ -87,6 +87,26 @@ def demo(
     profile: Annotated[
         str, typer.Option(help="demo (small and friendly) or conformance (the official suite's fixtures).")
     ] = "demo",
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(help="An Origin to accept besides loopback (transport.allowedOrigins); repeatable."),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A Host to accept besides loopback and the bound address (transport.allowedHosts)."
+        ),
+    ] = None,
+    max_body: Annotated[int, typer.Option(help="Largest HTTP request body in bytes (413 beyond).")] = 4
+    * 1024
+    * 1024,
+    request_timeout: Annotated[
+        float, typer.Option(help="Seconds a client has to send a request's headers and body (408 beyond).")
+    ] = 10.0,
+    sse_keepalive: Annotated[
+        float,
+        typer.Option(help="Seconds of silence before a slow answer becomes an event stream with comments."),
+    ] = 15.0,
 ) -> None:
     """Serve the built-in demo server over stdio (or HTTP with --http / --unix)."""
     from ..demo import build_demo_server
@@ -116,9 +136,26 @@ def demo(
         for url in urls:
             typer.echo(f"mcpx: serving MCP at {url}", err=True)
 
+    http_config = HttpConfig(
+        bound_host=host,
+        allowed_origins=frozenset(allowed_origin or ()),
+        allowed_hosts=frozenset(allowed_host or ()),
+        max_body=max_body,
+        request_timeout=request_timeout,
+        sse_keepalive=sse_keepalive,
+        header_params=server.header_params,
+    )
     with contextlib.suppress(KeyboardInterrupt):
         serve_http(
-            server, loop=loop, host=host, port=http, unix_path=unix, config=config, trace=trace, ready=ready
+            server,
+            loop=loop,
+            host=host,
+            port=http,
+            unix_path=unix,
+            config=config,
+            http=http_config,
+            trace=trace,
+            ready=ready,
         )
 
 
