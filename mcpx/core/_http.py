@@ -308,6 +308,8 @@ class HttpServer:
         c = self._conns.get(conn)
         if c is None or c.closed:
             return
+        if data and c.parser.our_state is h11.IDLE:
+            c.started_request = True  # bytes of a request: the deadline now answers 408
         try:
             c.parser.receive_data(data)
         except RuntimeError:  # data after the client's own end: nothing to read
@@ -610,7 +612,9 @@ class HttpServer:
             raise _HttpError(400, "a 2026-07-28 POST carries one JSON-RPC request or notification")
         self._check_modern_headers(c, body)
         stream = self._new_stream(None, "post", resumable=False, modern=True)
-        self._feed(c, self._sessionless, body, stream, None, accept_sse, (), status_by_code=True)
+        self._feed(
+            c, self._sessionless, body, stream, Revision.V2026_07_28, accept_sse, (), status_by_code=True
+        )
 
     def _check_modern_headers(self, c: _Conn, body: dict[str, Any]) -> None:
         """2026-07-28 header/body agreement; -32020 and 400 on any mismatch."""

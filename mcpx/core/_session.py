@@ -370,8 +370,9 @@ class ServerSession:
         A transport that carries each request on its own stream (Streamable
         HTTP) passes ``stream``: every reply to this input names it.  ``revision``
         is what the transport says the peer speaks (HTTP's
-        ``MCP-Protocol-Version``), used for legacy requests when this session
-        negotiated nothing.
+        ``MCP-Protocol-Version``): for a legacy revision it judges legacy
+        requests when this session negotiated nothing; a per-request revision
+        makes the request answer to 2026-07-28's rules even without ``_meta``.
         """
         with self._input(stream, revision):
             self._receive(message, None)
@@ -854,11 +855,7 @@ class ServerSession:
         meta = req.meta
         params = req.params or {}
         has_meta = isinstance(params.get("_meta"), dict)
-        if (
-            META_PROTOCOL_VERSION in meta
-            or META_CLIENT_CAPABILITIES in meta
-            or req.method == "server/discover"
-        ):
+        if self._modern_shaped(req):
             return self._judge_modern(req, meta, has_meta)
         rev = self._peer_revision()
         return _Judgement(
@@ -1204,14 +1201,19 @@ class ServerSession:
         A request shaped as 2026-07-28 is answered in that revision's terms
         (``-32022`` stays ``-32022``) even when its version was unusable.
         """
+        if self._modern_shaped(req):
+            return MODERN_REVISIONS[-1]
+        return self._peer_revision()
+
+    def _modern_shaped(self, req: Request) -> bool:
+        """Whether ``req`` claims a per-request revision: by its ``_meta``, its method, or its transport."""
         meta = req.meta
-        if (
+        return (
             META_PROTOCOL_VERSION in meta
             or META_CLIENT_CAPABILITIES in meta
             or req.method == "server/discover"
-        ):
-            return MODERN_REVISIONS[-1]
-        return self._peer_revision()
+            or (self._input_revision is not None and self._input_revision.is_modern)
+        )
 
     def _default_log_level(self) -> str | None:
         # Legacy revisions let the server choose what to send before
