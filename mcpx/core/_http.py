@@ -277,7 +277,10 @@ class HttpServer:
         self._streams: dict[int, _Stream] = {}
         self._token_session: dict[int, ServerSession] = {}
         self._session_of: dict[int, _HttpSession] = {}  # id(ServerSession) -> session
-        self._sessionless = ServerSession(config, can_push=False, stateless=True, tokens=self._tokens)
+        # Requests outside any session (2026-07-28, sessionless legacy POSTs)
+        # each get a session of their own for as long as their stream lives,
+        # so one client's ids, cancellations and listens never meet another's.
+        self._ephemeral: dict[int, ServerSession] = {}
         self._legacy = tuple(r for r in LEGACY_REVISIONS if r in config.revisions)
         self._modern = tuple(r for r in MODERN_REVISIONS if r in config.revisions)
         self._allowed_hosts = _host_names(http)
@@ -428,7 +431,7 @@ class HttpServer:
         return session if session.state.value != "closed" else None
 
     def _all_sessions(self) -> list[ServerSession]:
-        return [self._sessionless, *(s.session for s in self._sessions.values())]
+        return [*self._ephemeral.values(), *(s.session for s in self._sessions.values())]
 
     # ------------------------------------------------------------------
     # Reading requests
@@ -574,7 +577,7 @@ class HttpServer:
             self._feed(c, hs.session, body, stream, None, accept_sse, ())
             return
         stream = self._new_stream(None, "post", resumable=False)
-        self._feed(c, self._sessionless, body, stream, header_rev or HEADERLESS, accept_sse, ())
+        self._feed(c, self._ephemeral_session(stream), body, stream, header_rev or HEADERLESS, accept_sse, ())
 
     def _header_revision(self, value: str | None, body: Any) -> Revision | None:
         if value is None:
@@ -613,7 +616,14 @@ class HttpServer:
         self._check_modern_headers(c, body)
         stream = self._new_stream(None, "post", resumable=False, modern=True)
         self._feed(
-            c, self._sessionless, body, stream, Revision.V2026_07_28, accept_sse, (), status_by_code=True
+            c,
+            self._ephemeral_session(stream),
+            body,
+            stream,
+            Revision.V2026_07_28,
+            accept_sse,
+            (),
+            status_by_code=True,
         )
 
     def _check_modern_headers(self, c: _Conn, body: dict[str, Any]) -> None:
@@ -901,6 +911,11 @@ class HttpServer:
             self._end_response(out)
         self._retire(stream)
 
+    def _ephemeral_session(self, stream: _Stream) -> ServerSession:
+        session = ServerSession(self.config, can_push=False, stateless=True, tokens=self._tokens)
+        self._ephemeral[stream.key] = session
+        return session
+
     def _standalone(self, hs: _HttpSession) -> _Stream:
         if hs.standalone is None:
             hs.standalone = self._new_stream(hs, "get", resumable=True)
@@ -954,6 +969,7 @@ class HttpServer:
         hs = stream.session
         if hs is None or not stream.resumable:
             self._streams.pop(stream.key, None)
+            self._ephemeral.pop(stream.key, None)
             if hs is not None:
                 hs.streams.pop(stream.key, None)
             return
@@ -1111,10 +1127,13 @@ class HttpServer:
             return
         if stream.kind == "post" and not stream.done and stream.cancel_on_disconnect:
             # 2026-07-28 and sessionless POSTs: closing the stream is cancellation.
-            session = hs.session if hs is not None else self._sessionless
+            session = hs.session if hs is not None else self._ephemeral.get(stream.key)
+            if session is None:
+                return
             session.abandon(stream.key)
             self._pump(session)
             self._streams.pop(stream.key, None)
+            self._ephemeral.pop(stream.key, None)
         # Within a legacy session a dropped connection is not a cancellation:
         # the stream keeps its events for a GET with Last-Event-ID.
 

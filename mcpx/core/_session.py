@@ -324,8 +324,8 @@ class ServerSession:
         self._drain_deadline: float | None = None
         self._legacy = tuple(r for r in LEGACY_REVISIONS if r in config.revisions)
         self._modern = tuple(r for r in MODERN_REVISIONS if r in config.revisions)
-        self._caps = {rev: self._cut_capabilities(rev) for rev in REVISIONS}
-        self._server_info = {rev: downgrade(config.server_info, "Implementation", rev) for rev in REVISIONS}
+        self._caps = _LazyByRevision(self._cut_capabilities)
+        self._server_info = _LazyByRevision(lambda rev: downgrade(config.server_info, "Implementation", rev))
 
     # ------------------------------------------------------------------
     # Introspection
@@ -347,7 +347,8 @@ class ServerSession:
 
     def capabilities_for(self, rev: Revision) -> Mapping[str, Any]:
         """The server capabilities this session declares to a peer on ``rev``."""
-        return self._caps[rev]
+        caps: Mapping[str, Any] = self._caps[rev]
+        return caps
 
     def next_actions(self) -> list[Action]:
         """Everything queued since the last call, in order.  Call after every input."""
@@ -1235,6 +1236,18 @@ class ServerSession:
     def _trace(self, event: str, **detail: Any) -> None:
         if self.config.trace:
             self._actions.append(Trace(event=event, detail=detail))
+
+
+class _LazyByRevision(dict[Revision, Any]):
+    """A value per revision, computed the first time a revision asks for it."""
+
+    def __init__(self, compute: Callable[[Revision], Any]) -> None:
+        super().__init__()
+        self._compute = compute
+
+    def __missing__(self, rev: Revision) -> Any:
+        value = self[rev] = self._compute(Revision(rev))
+        return value
 
 
 def _require_tasks_extension(judged: _Judgement, what: str) -> None:

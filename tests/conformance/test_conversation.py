@@ -48,6 +48,14 @@ def peer(loop: str, request: pytest.FixtureRequest) -> Iterator[Peer]:
 
 
 @pytest.fixture
+def sessionless(loop: str) -> Iterator[HttpPeer]:
+    """Legacy POSTs outside any session, judged by their MCP-Protocol-Version header."""
+    p = HttpPeer(loop, mode="sessionless")
+    yield p
+    p.kill()
+
+
+@pytest.fixture
 def stdio_peer(loop: str) -> Iterator[StdioPeer]:
     p = StdioPeer(loop)
     yield p
@@ -583,3 +591,42 @@ def test_stdin_that_is_already_at_its_end_exits_cleanly(loop: str) -> None:
         )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"" and b"Traceback" not in done.stderr
+
+
+# --------------------------------------------------------------------------
+# Legacy POSTs outside any session (Streamable HTTP only)
+# --------------------------------------------------------------------------
+
+SESSIONLESS = ("2025-03-26", "2025-06-18", "2025-11-25")
+
+
+@pytest.mark.parametrize("revision", SESSIONLESS)
+def test_sessionless_posts_are_answered_at_their_header_revision(
+    sessionless: HttpPeer, revision: str
+) -> None:
+    sessionless.speak(revision)
+    weather = sessionless.result("tools/call", {"name": "weather", "arguments": {"city": "Oslo"}})
+    assert ("structuredContent" in weather) == at_least(revision, "2025-06-18")
+    assert "resultType" not in weather
+    tools = sessionless.result("tools/list")
+    assert ("outputSchema" in {t["name"]: t for t in tools["tools"]}["weather"]) == at_least(
+        revision, "2025-06-18"
+    )
+    progress = sessionless.result(
+        "tools/call", {"name": "count", "arguments": {"to": 2}}, meta={"progressToken": 9}
+    )
+    assert texts(progress) == ["counted to 2"]
+    steps = [
+        n["params"]["progress"] for n in sessionless.notifications if n["method"] == "notifications/progress"
+    ]
+    assert steps == [1, 2]
+    assert all("mcp-session-id" not in headers for headers in sessionless.headers.values())
+    assert sessionless.close() == 0
+
+
+def test_a_headerless_post_is_judged_as_2025_03_26(sessionless: HttpPeer) -> None:
+    sessionless.speak("2025-03-26")  # 2025-03-26 predates the header: none is sent
+    weather = sessionless.result("tools/call", {"name": "weather", "arguments": {"city": "Rome"}})
+    assert "structuredContent" not in weather
+    audio = sessionless.result("tools/call", {"name": "tiny_audio"})
+    assert audio["content"][0]["type"] == "audio"  # 2025-03-26 has audio, 2024-11-05 does not

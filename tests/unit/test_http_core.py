@@ -473,3 +473,38 @@ def test_batches_over_http_only_at_2025_03_26() -> None:
     other = h.initialize("2025-06-18")
     _, refused = h.post(batch, {"mcp-session-id": other, "mcp-protocol-version": "2025-06-18"})
     assert refused.status == 400 and refused.json()["error"]["code"] == -32600
+
+
+def test_requests_outside_a_session_never_share_ids_or_listens() -> None:
+    h = Harness()
+    a, b = h.open(), h.open()
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "t"}}
+    h.send(a, "POST", call)
+    h.send(b, "POST", call)  # the same id from another client: not a duplicate
+    first, second = h.handled[-2:]
+    h.answer(second, {"content": [{"type": "text", "text": "b"}]})
+    h.answer(first, {"content": [{"type": "text", "text": "a"}]})
+    assert h.reply(a).json()["result"]["content"][0]["text"] == "a"
+    assert h.reply(b).json()["result"]["content"][0]["text"] == "b"
+    # A listen on one POST hears list changes; a finished POST is forgotten.
+    listen = h.open()
+    h.send(
+        listen,
+        "POST",
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "subscriptions/listen",
+            "params": {"_meta": MODERN, "notifications": {"toolsListChanged": True}},
+        },
+        {"mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen"},
+    )
+    h.http.notify_list_changed("tools")
+    h.pump()
+    methods = [m["method"] for m in h.reply(listen).messages()]
+    assert methods == ["notifications/subscriptions/acknowledged", "notifications/tools/list_changed"]
+    h.http.connection_lost(listen, h.now)  # closing the stream ends the listen
+    h.pump()
+    h.http.notify_list_changed("tools")
+    h.pump()
+    assert h.inbox == {}  # nobody is listening any more, and nothing else was sent
