@@ -139,6 +139,8 @@ class HttpPeer:
         self._sent: dict[Any, tuple[str, str]] = {}
         self._ids = itertools.count(1)
         self._threads: list[threading.Thread] = []
+        self._connections: dict[Any, http.client.HTTPConnection] = {}
+        self._cancelled: set[Any] = set()
         self._sse_conn: http.client.HTTPConnection | None = None
 
     # -- HTTP plumbing ---------------------------------------------------------
@@ -183,6 +185,7 @@ class HttpPeer:
 
         def run() -> None:
             conn = self.connection()
+            self._connections[key] = conn
             try:
                 conn.request("POST", self.path, body=orjson.dumps(message), headers=headers)
                 response = conn.getresponse()
@@ -200,7 +203,8 @@ class HttpPeer:
                     if body:
                         self.frames.put(orjson.loads(body))
             except OSError as exc:
-                self.frames.put({"transport-error": repr(exc)})
+                if key not in self._cancelled:
+                    self.frames.put({"transport-error": repr(exc)})
             finally:
                 conn.close()
 
@@ -341,6 +345,27 @@ class HttpPeer:
         self._post(message, key, self._base_headers(None, params))
         self._threads[-1].join(10)
         assert self.statuses.get(key) == 202, f"a notification POST answered {self.statuses.get(key)}"
+
+    def cancel(self, request_id: Any, reason: str | None = None) -> None:
+        """Cancel a request the way this transport does it.
+
+        Within a legacy session (and on HTTP+SSE) that is ``notifications/cancelled``;
+        for 2026-07-28 and sessionless POSTs, closing the request's stream.
+        """
+        if self.mode in ("session", "sse"):
+            params: dict[str, Any] = {"requestId": request_id}
+            if reason is not None:
+                params["reason"] = reason
+            self.notify("notifications/cancelled", params)
+            return
+        deadline = time.monotonic() + 5
+        while request_id not in self._connections and time.monotonic() < deadline:
+            time.sleep(0.01)
+        conn = self._connections[request_id]
+        self._cancelled.add(request_id)
+        if conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
 
     def initialize(self, revision: str, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
         if self.mode is None:

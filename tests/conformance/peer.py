@@ -202,6 +202,13 @@ class StdioPeer:
             message["params"] = params
         self.send(message)
 
+    def cancel(self, request_id: Any, reason: str | None = None) -> None:
+        """Cancel a request: on stdio, ``notifications/cancelled`` in every revision."""
+        params: dict[str, Any] = {"requestId": request_id}
+        if reason is not None:
+            params["reason"] = reason
+        self.notify("notifications/cancelled", params)
+
     def initialize(self, revision: str, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
         """The legacy handshake; afterwards this peer speaks what was negotiated."""
         request_id = next(self._ids)

@@ -408,7 +408,7 @@ def test_cancelled_request_gets_no_response(peer: Peer, revision: str) -> None:
     peer.speak(revision)
     slow = peer.request("tools/call", {"name": "sleep", "arguments": {"seconds": 30}})
     time.sleep(0.2)
-    peer.notify("notifications/cancelled", {"requestId": slow, "reason": "user gave up"})
+    peer.cancel(slow, "user gave up")
     started = time.monotonic()
     ping_params = {"name": "echo", "arguments": {"text": "still here"}}
     assert texts(peer.result("tools/call", ping_params)) == ["still here"]
@@ -422,7 +422,7 @@ def test_cancelling_a_threaded_handler(peer: Peer) -> None:
     peer.initialize("2025-11-25")
     slow = peer.request("tools/call", {"name": "sleep_sync", "arguments": {"seconds": 30}})
     time.sleep(0.2)
-    peer.notify("notifications/cancelled", {"requestId": slow})
+    peer.cancel(slow)
     quick = peer.result("tools/call", {"name": "sleep_sync", "arguments": {"seconds": 0.05}})
     assert texts(quick) == ["slept 0.05s"]
     assert peer.close(timeout=10) == 0
