@@ -95,6 +95,7 @@ __all__ = [
 HEADERLESS: Final = Revision.V2025_03_26  # no MCP-Protocol-Version: what the transport pages say to assume
 _PRIMING_FROM: Final = Revision.V2025_11_25  # priming events and retry: (digest §13b)
 _LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_WILDCARDS: Final = frozenset({"0.0.0.0", "::", ""})
 _NAME_PARAM: Final = {
     "tools/call": "name",
     "prompts/get": "name",
@@ -346,7 +347,11 @@ class HttpServer:
                 continue
             if c.deadline is not None and now >= c.deadline:
                 if c.started_request:
-                    self._refuse(c, _HttpError(408, "the request did not arrive in time"), close=True)
+                    message = (
+                        f"the request's headers and body did not arrive within {self.http.request_timeout:g} s "
+                        "(transport.requestTimeout); send them without pausing"
+                    )
+                    self._refuse(c, _HttpError(408, message), close=True)
                 else:
                     self._close(c)
                 continue
@@ -443,7 +448,7 @@ class HttpServer:
                 event = c.parser.next_event()
             except h11.RemoteProtocolError as exc:
                 status = exc.error_status_hint if exc.error_status_hint >= 400 else 400
-                message = "request headers too large" if status == 431 else f"malformed HTTP request: {exc}"
+                message = self._too_large_headers() if status == 431 else f"malformed HTTP request: {exc}"
                 self._refuse(c, _HttpError(status, message), close=True)
                 return
             if event is h11.NEED_DATA or event is h11.PAUSED:
@@ -451,6 +456,12 @@ class HttpServer:
             if isinstance(event, h11.Request):
                 c.started_request = True
                 c.request = event
+                # h11 bounds only a header block still arriving; one that came
+                # whole in a single read is measured here.
+                size = len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)
+                if size > self.http.max_header_bytes:
+                    self._refuse(c, _HttpError(431, self._too_large_headers()), close=True)
+                    return
                 c.headers = _headers(event.headers)
                 c.body = bytearray()
                 length = c.headers.get("content-length")
@@ -472,6 +483,11 @@ class HttpServer:
                     self._route(c, now)
                 except _HttpError as exc:
                     self._refuse(c, exc)
+                except Exception as exc:  # a bug here must cost one request, not the server
+                    self._actions.append(Trace(event="internal-error", detail={"error": repr(exc)}))
+                    self._refuse(
+                        c, _HttpError(500, f"internal error in mcpx: {type(exc).__name__}"), close=True
+                    )
             elif isinstance(event, h11.ConnectionClosed):
                 self._detach(c, now)
                 self._close(c)
@@ -480,7 +496,10 @@ class HttpServer:
     def _route(self, c: _Conn, now: float) -> None:
         assert c.request is not None
         self._check_origin_and_host(c)
-        target = urlsplit(c.request.target.decode("latin-1"))
+        try:
+            target = urlsplit(c.request.target.decode("latin-1"))
+        except ValueError:
+            raise _HttpError(400, "the request target is not a valid URL; request /mcp") from None
         method = c.request.method.decode("ascii", "replace")
         path = target.path
         if path == self.http.mcp_path:
@@ -505,6 +524,12 @@ class HttpServer:
         else:
             raise _HttpError(404, f"no MCP endpoint at {path}; use {self.http.mcp_path}")
 
+    def _too_large_headers(self) -> str:
+        return (
+            f"the request's headers exceed {self.http.max_header_bytes} bytes "
+            "(transport.maxHeaderBytes); send fewer or smaller headers"
+        )
+
     def _serves_http_sse(self) -> bool:
         return Revision.V2024_11_05 in self.config.revisions
 
@@ -513,7 +538,9 @@ class HttpServer:
         if origin is not None and not self._origin_allowed(origin):
             raise _HttpError(403, f"Origin {origin!r} is not allowed; add it to transport.allowedOrigins")
         host = c.headers.get("host")
-        if host is None or _host_part(host) not in self._allowed_hosts:
+        if host is None:
+            raise _HttpError(403, "a request must name this server in a Host header")
+        if _host_part(host) not in self._allowed_hosts:
             raise _HttpError(
                 403, f"Host {host!r} does not name this server; add it to transport.allowedHosts"
             )
@@ -521,11 +548,16 @@ class HttpServer:
     def _origin_allowed(self, origin: str) -> bool:
         if origin in self.http.allowed_origins:
             return True
-        parts = urlsplit(origin)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(origin)
+            hostname = parts.hostname
+        except ValueError:
+            return False  # not a URL at all
+        if parts.scheme not in ("http", "https") or not hostname:
             return False
-        hostname = parts.hostname.lower()
-        return hostname in _LOOPBACK_HOSTS or hostname == self.http.bound_host.lower().strip("[]")
+        hostname = hostname.lower()
+        bound = self.http.bound_host.lower().strip("[]")
+        return hostname in _LOOPBACK_HOSTS or (bound not in _WILDCARDS and hostname == bound)
 
     # ------------------------------------------------------------------
     # POST on the MCP endpoint
@@ -1193,7 +1225,7 @@ def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
 def _host_names(http: HttpConfig) -> frozenset[str]:
     names = set(_LOOPBACK_HOSTS) | {h.lower() for h in http.allowed_hosts}
     bound = http.bound_host.lower().strip("[]")
-    if bound not in ("0.0.0.0", "::", ""):
+    if bound not in _WILDCARDS:
         names.add(bound)
     return frozenset(names)
 

@@ -397,8 +397,6 @@ class ServerSession:
         self._check_open()
         with self._input(stream, revision):
             request_id = error.request_id if isinstance(error, InvalidMessage) else None
-            if request_id is not None and request_id in self._by_peer_id:
-                request_id = None  # never answer for a request that is still running
             self._send_error(
                 request_id, error.code, error.message, error.data, self._peer_revision(), self._input_stream
             )
@@ -435,14 +433,18 @@ class ServerSession:
             try:
                 message = parse_message(item)
             except InvalidMessage as exc:
-                batch.replies.append(
-                    ErrorResponse(id=exc.request_id, code=exc.code, message=exc.message).to_obj()
+                error = ErrorResponse(
+                    id=self._unambiguous(exc.request_id), code=exc.code, message=exc.message
                 )
+                batch.replies.append(error.to_obj())
                 continue
             if isinstance(message, Request) and message.method == "initialize":
-                batch.replies.append(
-                    message.reply_error(INVALID_REQUEST, "initialize must not be part of a batch").to_obj()
+                error = ErrorResponse(
+                    id=self._unambiguous(message.id),
+                    code=INVALID_REQUEST,
+                    message="initialize must not be part of a batch",
                 )
+                batch.replies.append(error.to_obj())
                 continue
             messages.append(message)
         # Count every request first, so the batch is answered only once all are.
@@ -540,6 +542,8 @@ class ServerSession:
         """
         if level not in _LEVEL_RANK:
             raise LocalProtocolError(f"unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        if self._state is _CLOSED:
+            return False
         rec = self._inflight.get(token) if token is not None else None
         if token is not None and rec is None:
             return False
@@ -757,7 +761,8 @@ class ServerSession:
                 batch,
                 req.id,
                 INVALID_REQUEST,
-                f"request id {req.id!r} is already in use by a request still in flight; ids must be unique",
+                f"request id {req.id!r} is already in use by a request still in flight; ids must be unique "
+                "(this error carries a null id so it is not taken for that request's answer)",
                 None,
                 self._peer_revision(),
                 stream,
@@ -898,7 +903,7 @@ class ServerSession:
                 data={"supported": supported, "requested": version},
             )
         level = meta.get(META_LOG_LEVEL)
-        if level is not None and level not in _LEVEL_RANK:
+        if level is not None and not (isinstance(level, str) and level in _LEVEL_RANK):
             raise RemoteProtocolError(
                 f"Invalid params: {META_LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}",
                 code=INVALID_PARAMS,
@@ -919,7 +924,7 @@ class ServerSession:
         method = req.method
         rule = method_rule(method, sender=Sender.CLIENT)
         ext_methods = EXTENSION_METHODS[TASKS_EXTENSION]
-        if judged.modern and method in ext_methods:
+        if judged.modern and method in ext_methods and not method.startswith("notifications/"):
             _require_tasks_extension(judged, method)
             return rev
         if rule is None:
@@ -977,7 +982,7 @@ class ServerSession:
 
     def _set_level(self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement) -> dict[str, Any]:
         level = params.get("level")
-        if level not in _LEVEL_RANK:
+        if not (isinstance(level, str) and level in _LEVEL_RANK):
             raise RemoteProtocolError(
                 f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}", code=INVALID_PARAMS
             )
@@ -1163,6 +1168,7 @@ class ServerSession:
         stream: int | None,
     ) -> None:
         code, data = downgrade_error(code, data, rev)
+        request_id = self._unambiguous(request_id)
         self._emit(
             ErrorResponse(id=request_id, code=code, message=message, data=data).to_obj(), stream, True, code
         )
@@ -1181,8 +1187,17 @@ class ServerSession:
             self._send_error(request_id, code, message, data, rev, stream)
             return
         code, data = downgrade_error(code, data, rev)
-        batch.replies.append(ErrorResponse(id=request_id, code=code, message=message, data=data).to_obj())
+        reply_id = self._unambiguous(request_id)
+        batch.replies.append(ErrorResponse(id=reply_id, code=code, message=message, data=data).to_obj())
         batch.pending -= 1
+
+    def _unambiguous(self, request_id: RequestId | None) -> RequestId | None:
+        """The id to put on a refusal: ``None`` when it names a request still running.
+
+        Its answer is still to come; a second reply carrying the same id would
+        leave the peer unable to tell which one answers its request.
+        """
+        return None if request_id is not None and request_id in self._by_peer_id else request_id
 
     def _maybe_drained(self) -> None:
         if self._state is _CLOSING and not any(r.dispatched or r.listen for r in self._inflight.values()):

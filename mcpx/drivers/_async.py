@@ -106,7 +106,7 @@ class _Runner:
                 if ctx is not None:
                     ctx._cancel()
             elif isinstance(action, Trace):
-                if self.trace:
+                if self.trace or action.event == "internal-error":
                     trace_to_stderr(action)
             else:
                 self.perform(action)
