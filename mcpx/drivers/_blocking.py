@@ -107,7 +107,7 @@ class _BlockingRunner:
                     if future is not None:
                         future.cancel()
                 elif isinstance(action, Trace):
-                    if self.trace:
+                    if self.trace or action.event == "internal-error":
                         trace_to_stderr(action)
                 else:
                     self.perform(action, out)
