@@ -404,10 +404,12 @@ class SessionMachine(RuleBasedStateMachine):
             ext_ok = isinstance(extensions, dict) and TASKS_EXT in extensions
             rule = method_rule(method, sender=Sender.CLIENT)
             if method in EXT_METHODS:
+                if method == "notifications/tasks":
+                    # The extension's notification, sent as a request: no such method.
+                    return error(METHOD_NOT_FOUND, rev=R26, modern=True)
                 if not ext_ok:
                     return error(-32021, rev=R26, modern=True)
-                if method != "notifications/tasks":
-                    return error(INVALID_PARAMS, rev=R26, modern=True)  # no task is visible
+                return error(INVALID_PARAMS, rev=R26, modern=True)  # no task is visible
             elif rule is None or rule.removed_for(R26):
                 return error(METHOD_NOT_FOUND, rev=R26, modern=True)
             if method == "server/discover":
