@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import itertools
 import re
 from collections import deque
@@ -286,6 +287,8 @@ class HttpServer:
         self._modern = tuple(r for r in MODERN_REVISIONS if r in config.revisions)
         self._allowed_hosts = _host_names(http)
         self._now = 0.0  # the latest time a caller told us
+        self._wakeups: list[tuple[float, str, int]] = []
+        self._next_sweep: float | None = None
 
     # ------------------------------------------------------------------
     # Driver side
@@ -305,6 +308,7 @@ class HttpServer:
             parser=h11.Connection(h11.SERVER, max_incomplete_event_size=self.http.max_header_bytes),
             deadline=now + self.http.request_timeout,
         )
+        self._arm(now + self.http.request_timeout, "deadline", conn)
 
     def receive_data(self, conn: int, data: bytes, now: float) -> None:
         """Bytes read from ``conn``; ``b""`` when the client closed its side."""
@@ -330,15 +334,37 @@ class HttpServer:
         self._detach(c, now)
 
     def get_timer(self) -> float | None:
-        deadlines = [c.deadline for c in self._conns.values() if c.deadline is not None and not c.closed]
-        deadlines += [
-            c.out.keepalive_at
-            for c in self._conns.values()
-            if c.out is not None and c.out.keepalive_at is not None
-        ]
-        if self._sessions:
-            deadlines.append(min(s.last_active for s in self._sessions.values()) + self.http.session_idle)
-        return min(deadlines) if deadlines else None
+        # A heap of armed times, checked lazily: an entry whose connection
+        # moved on is dropped when it reaches the top.  Constant time per call,
+        # however many connections are open.
+        heap = self._wakeups
+        while heap:
+            when, kind, conn = heap[0]
+            if self._still_armed(when, kind, conn):
+                return when
+            heapq.heappop(heap)
+        return None
+
+    def _schedule_sweep(self, now: float) -> None:
+        """Idle sessions are looked for a few times per ``session_idle``, not per request."""
+        if not self._sessions:
+            self._next_sweep = None
+            return
+        self._next_sweep = now + self.http.session_idle / 4
+        self._arm(self._next_sweep, "sweep")
+
+    def _arm(self, when: float, kind: str, conn: int = 0) -> None:
+        heapq.heappush(self._wakeups, (when, kind, conn))
+
+    def _still_armed(self, when: float, kind: str, conn: int) -> bool:
+        if kind == "sweep":
+            return bool(self._sessions) and when == self._next_sweep
+        c = self._conns.get(conn)
+        if c is None or c.closed:
+            return False
+        if kind == "deadline":
+            return c.deadline == when
+        return c.out is not None and c.out.keepalive_at == when
 
     def handle_timer(self, now: float) -> None:
         self._now = max(self._now, now)
@@ -362,12 +388,12 @@ class HttpServer:
                 if out.mode == "sse":
                     self._write(c, comment("keep-alive"))
                 out.keepalive_at = now + self.http.sse_keepalive
-        for s in list(self._sessions.values()):
-            if now >= s.last_active + self.http.session_idle:
-                if self._idle(s):
+                self._arm(out.keepalive_at, "keepalive", c.id)
+        if self._next_sweep is not None and now >= self._next_sweep:
+            for s in list(self._sessions.values()):
+                if now >= s.last_active + self.http.session_idle and self._idle(s):
                     self._end_session(s, "idle")
-                else:
-                    s.last_active = now  # busy is not idle
+            self._schedule_sweep(now)
 
     # ------------------------------------------------------------------
     # Application side (the same calls as a ServerSession, routed by token)
@@ -637,6 +663,8 @@ class HttpServer:
         hs = _HttpSession(id=session_id, session=session, standalone=None, legacy_sse=False, last_active=now)
         self._sessions[session_id] = hs
         self._session_of[id(session)] = hs
+        if self._next_sweep is None:
+            self._schedule_sweep(now)
         stream = self._new_stream(hs, "post", resumable=True)
         self._feed(c, session, body, stream, None, accept_sse, (("mcp-session-id", session_id),))
         if session.negotiated_revision is None:  # refused: no session after all
@@ -755,6 +783,7 @@ class HttpServer:
         if stream.out is not None:  # resuming a stream another connection still holds: take it over
             self._end_response(stream.out, close=True)
         out = _Out(conn=c.id, accept_sse=True, stream=stream, keepalive_at=now + self.http.sse_keepalive)
+        self._arm(now + self.http.sse_keepalive, "keepalive", c.id)
         c.out = out
         stream.out = out
         self._start_sse(c, out, prime=after is None)
@@ -801,7 +830,10 @@ class HttpServer:
         hs.standalone = stream
         self._sessions[session_id] = hs
         self._session_of[id(session)] = hs
+        if self._next_sweep is None:
+            self._schedule_sweep(now)
         out = _Out(conn=c.id, accept_sse=True, stream=stream, keepalive_at=now + self.http.sse_keepalive)
+        self._arm(now + self.http.sse_keepalive, "keepalive", c.id)
         c.out = out
         stream.out = out
         self._start_sse(c, out, prime=False)
@@ -881,6 +913,7 @@ class HttpServer:
             self._retire(stream)
         elif out.mode == "pending" and accept_sse:
             out.keepalive_at = self._now + self.http.sse_keepalive
+            self._arm(out.keepalive_at, "keepalive", c.id)
 
     def _pump(self, session: ServerSession) -> None:
         """Route what ``session`` queued: bytes to their streams, the rest to the driver."""
@@ -982,6 +1015,7 @@ class HttpServer:
             self._write(c, frame)
             if out.keepalive_at is not None:
                 out.keepalive_at = self._now + self.http.sse_keepalive
+                self._arm(out.keepalive_at, "keepalive", c.id)
         if final and stream.kind == "post":
             stream.done = True
             if out is not None and c is not None:
@@ -1102,6 +1136,7 @@ class HttpServer:
             c.request = None
             c.started_request = False
             c.deadline = self._now + self.http.request_timeout
+            self._arm(c.deadline, "deadline", c.id)
             self._process(c, self._now)
 
     def _refuse(self, c: _Conn, exc: _HttpError, *, close: bool = False) -> None:

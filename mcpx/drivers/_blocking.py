@@ -294,6 +294,9 @@ class _HttpBlocking(_BlockingRunner):
             threading.Thread(target=self.serve_one, args=(sock,), name="mcpx-http-conn", daemon=True).start()
 
     def serve_one(self, sock: socket.socket) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            # Small responses must not wait for the client's delayed ACK (Nagle).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = next(self.ids)
         box: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         writer = threading.Thread(target=self._write, args=(sock, box), name="mcpx-http-write", daemon=True)
@@ -326,7 +329,16 @@ class _HttpBlocking(_BlockingRunner):
     def _write(sock: socket.socket, box: queue.SimpleQueue[bytes | None]) -> None:
         try:
             while (data := box.get()) is not None:
-                sock.sendall(data)
+                # Everything already queued goes out in one write (a response's
+                # head and body together), as the event-loop drivers do.
+                chunks = [data]
+                while not box.empty():
+                    more = box.get_nowait()
+                    if more is None:
+                        sock.sendall(b"".join(chunks))
+                        return
+                    chunks.append(more)
+                sock.sendall(b"".join(chunks))
         except OSError:
             pass
         finally:
