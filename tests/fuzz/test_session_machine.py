@@ -410,7 +410,7 @@ class SessionMachine(RuleBasedStateMachine):
                 if not ext_ok:
                     return error(-32021, rev=R26, modern=True)
                 return error(INVALID_PARAMS, rev=R26, modern=True)  # no task is visible
-            elif rule is None or rule.removed_for(R26):
+            if rule is None or rule.removed_for(R26):
                 return error(METHOD_NOT_FOUND, rev=R26, modern=True)
             if method == "server/discover":
                 return Expect("result", rid, detail="discover", rev=R26, modern=True)
