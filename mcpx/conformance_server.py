@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import orjson
 
 from .demo import PNG, WAV
 from .server import Context, Server, ToolError, audio, embedded, image, text
@@ -145,6 +146,109 @@ def build_conformance_server() -> Server:
     async def test_x_mcp_header(region: str) -> str:
         return f"region: {region}"
 
+    # -- questions to the client (server requests, or input_required rounds) -----
+
+    @server.tool(description="Asks the client's model (sampling/createMessage)")
+    async def test_sampling(prompt: str, ctx: Context) -> str:
+        answer = await ctx.sample(prompt, max_tokens=100)
+        text = answer.get("content", {}).get("text") if isinstance(answer.get("content"), dict) else answer
+        return f"LLM response: {text}"
+
+    @server.tool(description="Asks the user for a username and an email (elicitation/create)")
+    async def test_elicitation(message: str, ctx: Context) -> str:
+        answer = await ctx.elicit(message, USER_SCHEMA)
+        return f"User response: action={answer.get('action')}, content={_json(answer.get('content'))}"
+
+    @server.tool(description="Asks with defaults for every primitive type (SEP-1034)")
+    async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+        answer = await ctx.elicit("Please review and update the form fields with defaults", DEFAULTS_SCHEMA)
+        return f"Elicitation completed: action={answer.get('action')}, content={_json(answer.get('content'))}"
+
+    @server.tool(description="Asks with the five enum schema shapes (SEP-1330)")
+    async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+        answer = await ctx.elicit("Please select options from the enum fields", ENUMS_SCHEMA)
+        return f"Elicitation completed: action={answer.get('action')}, content={_json(answer.get('content'))}"
+
+    @server.tool(description="Needs the client's sampling capability; refused (-32021) without it")
+    async def test_missing_capability(ctx: Context) -> str:
+        answer = await ctx.sample("Say hello", max_tokens=20)
+        return f"sampled: {_json(answer.get('content'))}"
+
+    @server.tool(
+        description="Asks the user while its response streams (never a request on the stream for 2026-07-28)"
+    )
+    async def test_streaming_elicitation(ctx: Context) -> str:
+        ctx.report_progress(0, 1)
+        answer = await ctx.elicit(
+            "Streaming question", {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+        )
+        return f"answered: {answer.get('action')}"
+
+    @server.tool(description="One elicitation round (SEP-2322)")
+    async def test_input_required_result_elicitation(ctx: Context) -> str:
+        answers = await ctx.ask(ctx.question("elicitation/create", NAME_QUESTION, key="user_name"))
+        return f"Hello, {_content(answers['user_name']).get('name', 'there')}!"
+
+    @server.tool(description="One sampling round (SEP-2322)")
+    async def test_input_required_result_sampling(ctx: Context) -> str:
+        answers = await ctx.ask(
+            ctx.question("sampling/createMessage", CAPITAL_QUESTION, key="capital_question")
+        )
+        return f"The model said: {_sampled_text(answers['capital_question'])}"
+
+    @server.tool(description="One roots/list round (SEP-2322)")
+    async def test_input_required_result_list_roots(ctx: Context) -> str:
+        answers = await ctx.ask(ctx.question("roots/list", {}, key="client_roots"))
+        roots = answers["client_roots"].get("roots", []) if isinstance(answers["client_roots"], dict) else []
+        return "Roots: " + ", ".join(str(r.get("uri")) for r in roots if isinstance(r, dict))
+
+    @server.tool(description="A round whose requestState must come back (SEP-2322)")
+    async def test_input_required_result_request_state(ctx: Context) -> str:
+        await ctx.ask(ctx.question("elicitation/create", CONFIRM_QUESTION, key="confirm"))
+        return "state-ok: the requestState came back and verified"
+
+    @server.tool(description="Three questions in one round (SEP-2322)")
+    async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+        answers = await ctx.ask(
+            ctx.question("elicitation/create", NAME_QUESTION, key="user_name"),
+            ctx.question("sampling/createMessage", GREETING_QUESTION, key="greeting"),
+            ctx.question("roots/list", {}, key="client_roots"),
+        )
+        return f"Got {', '.join(sorted(answers))}"
+
+    @server.tool(description="Two rounds, one after the other (SEP-2322)")
+    async def test_input_required_result_multi_round(ctx: Context) -> str:
+        first = await ctx.ask(ctx.question("elicitation/create", STEP1_QUESTION, key="step1"))
+        second = await ctx.ask(ctx.question("elicitation/create", STEP2_QUESTION, key="step2"))
+        name = _content(first["step1"]).get("name")
+        color = _content(second["step2"]).get("color")
+        return f"{name} likes {color}"
+
+    @server.tool(description="A round whose requestState is signed (a tampered one is refused)")
+    async def test_input_required_result_tampered_state(ctx: Context) -> str:
+        await ctx.ask(ctx.question("elicitation/create", CONFIRM_QUESTION, key="confirm"))
+        return "the requestState verified"
+
+    @server.tool(description="Asks only what the client declared it can answer (SEP-2322)")
+    async def test_input_required_result_capabilities(ctx: Context) -> str:
+        caps = ctx.client_capabilities
+        questions = []
+        if "elicitation" in caps:
+            questions.append(ctx.question("elicitation/create", NAME_QUESTION, key="user_name"))
+        if "sampling" in caps:
+            questions.append(ctx.question("sampling/createMessage", GREETING_QUESTION, key="greeting"))
+        if "roots" in caps:
+            questions.append(ctx.question("roots/list", {}, key="client_roots"))
+        if not questions:
+            return "the client declared nothing to ask"
+        answers = await ctx.ask(*questions)
+        return f"Got {', '.join(sorted(answers))}"
+
+    @server.prompt(description="A prompt that asks for context first (SEP-2322)")
+    async def test_input_required_result_prompt(ctx: Context) -> str:
+        answers = await ctx.ask(ctx.question("elicitation/create", CONTEXT_QUESTION, key="user_context"))
+        return f"Use this context: {_content(answers['user_context']).get('context', '')}"
+
     # -- list changes ------------------------------------------------------------
 
     @server.tool(description="Adds test_dynamic_tool to the tool list")
@@ -232,6 +336,99 @@ def build_conformance_server() -> Server:
         return [v for v in ("paris", "park", "party") if v.startswith(value)]
 
     return server
+
+
+USER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "username": {"type": "string", "description": "User's response"},
+        "email": {"type": "string", "description": "User's email address"},
+    },
+    "required": ["username", "email"],
+}
+DEFAULTS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "default": "John Doe"},
+        "age": {"type": "integer", "default": 30},
+        "score": {"type": "number", "default": 95.5},
+        "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "default": True},
+    },
+}
+ENUMS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {
+            "type": "string",
+            "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"},
+            ],
+        },
+        "legacyEnum": {
+            "type": "string",
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"],
+        },
+        "untitledMulti": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        },
+        "titledMulti": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"},
+                ]
+            },
+        },
+    },
+}
+
+
+def _form(message: str, prop: str, kind: str = "string") -> dict[str, Any]:
+    return {
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": {prop: {"type": kind}}, "required": [prop]},
+    }
+
+
+NAME_QUESTION = _form("What is your name?", "name")
+CONFIRM_QUESTION = _form("Please confirm", "ok", "boolean")
+STEP1_QUESTION = _form("Step 1: What is your name?", "name")
+STEP2_QUESTION = _form("Step 2: What is your favorite color?", "color")
+CONTEXT_QUESTION = _form("What context should the prompt use?", "context")
+CAPITAL_QUESTION = {
+    "messages": [{"role": "user", "content": {"type": "text", "text": "What is the capital of France?"}}],
+    "maxTokens": 100,
+}
+GREETING_QUESTION = {
+    "messages": [{"role": "user", "content": {"type": "text", "text": "Generate a greeting"}}],
+    "maxTokens": 50,
+}
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _content(answer: Any) -> dict[str, Any]:
+    content = answer.get("content") if isinstance(answer, dict) else None
+    return content if isinstance(content, dict) else {}
+
+
+def _sampled_text(answer: Any) -> str:
+    content = answer.get("content") if isinstance(answer, dict) else None
+    if isinstance(content, dict):
+        return str(content.get("text", ""))
+    if isinstance(content, list):
+        return " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return ""
 
 
 async def _dynamic() -> str:

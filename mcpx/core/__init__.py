@@ -11,6 +11,7 @@ private and may change.
 
 from ._actions import (
     Action,
+    Answered,
     CancelRequest,
     Close,
     EndStream,
@@ -63,6 +64,7 @@ from ._revisions import (
     Revision,
     parse_revision,
 )
+from ._rounds import Question, RoundTable
 from ._session import ConnectionState, ServerConfig, ServerSession
 from ._sse import SseDecoder, SseEvent, comment, encode_event
 from ._stdio import StdioServerConnection
@@ -87,6 +89,7 @@ __all__ = [
     "URL_ELICITATION_REQUIRED",
     "Action",
     "Ages",
+    "Answered",
     "AtOrAfter",
     "Before",
     "Between",
@@ -111,12 +114,14 @@ __all__ = [
     "Only",
     "PeerReplied",
     "ProtocolError",
+    "Question",
     "RemoteProtocolError",
     "Request",
     "RequestContext",
     "RequestId",
     "Response",
     "Revision",
+    "RoundTable",
     "Send",
     "SendBytes",
     "ServerConfig",

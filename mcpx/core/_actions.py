@@ -27,6 +27,10 @@ with ``next_actions()`` after every input, in order (STYLE.md §2, §10):
     but keeps the stream, which the client resumes with ``Last-Event-ID``.
 ``PeerReplied``
     The peer answered a request the server sent (``send_request``).
+``Answered``
+    The questions a call asked (``ask``) are answered — by the client, by
+    answers it sent ahead, or by their deadline — or were refused because the
+    client may not be asked them.  Resume the call's handler with it.
 ``Close``
     Nothing more will be sent: close the output.
 ``Trace``
@@ -45,6 +49,7 @@ from ._revisions import Revision
 
 __all__ = [
     "Action",
+    "Answered",
     "CancelRequest",
     "Close",
     "EndStream",
@@ -119,6 +124,17 @@ class PeerReplied:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Answered:
+    """``answers`` maps each question's key to ``{"result": …}`` or ``{"error": {code, message}}``."""
+
+    token: int
+    ask_id: int
+    answers: Mapping[str, Mapping[str, Any]] | None = None
+    refused: str | None = None
+    required: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Close:
     reason: str = "end of input"
 
@@ -129,4 +145,6 @@ class Trace:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
-Action = Send | HandleRequest | CancelRequest | EndStream | SuspendStream | PeerReplied | Close | Trace
+Action = (
+    Send | HandleRequest | CancelRequest | EndStream | SuspendStream | PeerReplied | Answered | Close | Trace
+)

@@ -65,7 +65,17 @@ from urllib.parse import parse_qs, urlsplit
 import h11
 import orjson
 
-from ._actions import CancelRequest, Close, EndStream, HandleRequest, PeerReplied, Send, SuspendStream, Trace
+from ._actions import (
+    Answered,
+    CancelRequest,
+    Close,
+    EndStream,
+    HandleRequest,
+    PeerReplied,
+    Send,
+    SuspendStream,
+    Trace,
+)
 from ._errors import (
     HEADER_MISMATCH,
     INVALID_REQUEST,
@@ -81,6 +91,7 @@ from ._revisions import (
     REVISIONS,
     Revision,
 )
+from ._rounds import Question, RoundTable
 from ._session import ServerConfig, ServerSession
 from ._sse import comment, encode_event
 
@@ -147,7 +158,7 @@ class CloseConnection:
     conn: int
 
 
-HttpAction = SendBytes | CloseConnection | HandleRequest | CancelRequest | PeerReplied | Trace
+HttpAction = SendBytes | CloseConnection | HandleRequest | CancelRequest | Answered | PeerReplied | Trace
 
 _STATUS_BY_CODE: Final = {
     -32700: 400,
@@ -267,8 +278,12 @@ class HttpServer:
         http: HttpConfig,
         *,
         new_session_id: Callable[[], str],
+        rounds: RoundTable | None = None,
     ) -> None:
         self.config = config
+        self._rounds = rounds  # shared: a 2026-07-28 retry may come on any connection
+        self._timed: set[ServerSession] = set()  # sessions whose questions have deadlines
+        self._expired: set[int] = set()  # calls given up while parked: nothing left to discard
         self.http = http
         self._new_session_id = new_session_id
         self._tokens: Iterator[int] = itertools.count(1)
@@ -337,13 +352,19 @@ class HttpServer:
         # A heap of armed times, checked lazily: an entry whose connection
         # moved on is dropped when it reaches the top.  Constant time per call,
         # however many connections are open.
+        others = [self._rounds.get_timer() if self._rounds is not None else None]
+        others += [s.get_timer() for s in self._asking_sessions()]
         heap = self._wakeups
-        while heap:
-            when, kind, conn = heap[0]
-            if self._still_armed(when, kind, conn):
-                return when
+        while heap and not self._still_armed(*heap[0]):
             heapq.heappop(heap)
-        return None
+        candidates = [t for t in others if t is not None]
+        if heap:
+            candidates.append(heap[0][0])
+        return min(candidates) if candidates else None
+
+    def _asking_sessions(self) -> list[ServerSession]:
+        """Sessions with a legacy question out: their deadlines are timers too."""
+        return list(self._timed)
 
     def _schedule_sweep(self, now: float) -> None:
         """Idle sessions are looked for a few times per ``session_idle``, not per request."""
@@ -368,6 +389,15 @@ class HttpServer:
 
     def handle_timer(self, now: float) -> None:
         self._now = max(self._now, now)
+        if self._rounds is not None:
+            for parked in self._rounds.expire(now):
+                self._expired.add(parked.token)
+                self._actions.append(
+                    CancelRequest(token=parked.token, reason="the client did not come back with its answers")
+                )
+        for session in self._asking_sessions():
+            session.handle_timer(now)
+            self._pump(session)
         for c in list(self._conns.values()):
             if c.closed:
                 continue
@@ -439,6 +469,15 @@ class HttpServer:
         self._pump(session)
         return sent
 
+    def ask(self, token: int, questions: list[Question]) -> int:
+        """Put questions to the client of call ``token`` (see ``ServerSession.ask``)."""
+        session = self._token_session.get(token)
+        if session is None:
+            raise LocalProtocolError(f"no request with token {token} is in flight")
+        ask_id = session.ask(token, questions, now=self._now)
+        self._pump(session)
+        return ask_id
+
     def suspend_stream(self, token: int) -> None:
         session = self._token_session.get(token)
         if session is not None:
@@ -456,6 +495,10 @@ class HttpServer:
             self._pump(session)
 
     def _owner(self, token: int) -> ServerSession | None:
+        if token in self._expired:
+            self._expired.discard(token)
+            self._token_session.pop(token, None)
+            return None
         session = self._token_session.pop(token, None)
         if session is None:
             raise LocalProtocolError(f"no request with token {token} is in flight")
@@ -659,7 +702,9 @@ class HttpServer:
         session_id = self._new_session_id()
         if not session_id or not all(0x21 <= ord(ch) <= 0x7E for ch in session_id):
             raise LocalProtocolError("session ids must be non-empty visible ASCII")
-        session = ServerSession(self.config, can_push=True, tokens=self._tokens)
+        session = ServerSession(
+            self.config, can_push=True, tokens=self._tokens, rounds=self._rounds, owns_rounds=False
+        )
         hs = _HttpSession(id=session_id, session=session, standalone=None, legacy_sse=False, last_active=now)
         self._sessions[session_id] = hs
         self._session_of[id(session)] = hs
@@ -824,7 +869,9 @@ class HttpServer:
         if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
             raise _HttpError(503, "too many open sessions; try again later")
         session_id = self._new_session_id()
-        session = ServerSession(self.config, can_push=True, tokens=self._tokens)
+        session = ServerSession(
+            self.config, can_push=True, tokens=self._tokens, rounds=self._rounds, owns_rounds=False
+        )
         hs = _HttpSession(id=session_id, session=session, standalone=None, legacy_sse=True, last_active=now)
         stream = self._new_stream(hs, "legacy-sse", resumable=False)
         hs.standalone = stream
@@ -905,7 +952,7 @@ class HttpServer:
         )
         c.out = out
         stream.out = out
-        session.receive_json(body, stream=stream.key, revision=revision)
+        session.receive_json(body, stream=stream.key, revision=revision, now=self._now)
         self._pump(session)
         if out.mode == "pending" and not _has_request(body):
             # Only notifications and responses: accepted, nothing to answer.
@@ -917,6 +964,10 @@ class HttpServer:
 
     def _pump(self, session: ServerSession) -> None:
         """Route what ``session`` queued: bytes to their streams, the rest to the driver."""
+        if session.get_timer() is not None:
+            self._timed.add(session)
+        else:
+            self._timed.discard(session)
         hs = self._session_of.get(id(session))
         for action in session.next_actions():
             if isinstance(action, Send):
@@ -930,6 +981,11 @@ class HttpServer:
                 self._token_session[action.token] = session
                 self._actions.append(action)
             elif isinstance(action, CancelRequest):
+                self._actions.append(action)
+            elif isinstance(action, Answered):
+                # A 2026-07-28 retry takes the call over: its answer now goes
+                # through this request's session.
+                self._token_session[action.token] = session
                 self._actions.append(action)
             elif isinstance(action, EndStream):
                 self._end_cancelled(action.stream)
@@ -977,7 +1033,14 @@ class HttpServer:
         self._retire(stream)
 
     def _ephemeral_session(self, stream: _Stream) -> ServerSession:
-        session = ServerSession(self.config, can_push=False, stateless=True, tokens=self._tokens)
+        session = ServerSession(
+            self.config,
+            can_push=False,
+            stateless=True,
+            tokens=self._tokens,
+            rounds=self._rounds,
+            owns_rounds=False,
+        )
         self._ephemeral[stream.key] = session
         return session
 

@@ -60,6 +60,7 @@ import orjson
 
 from ._actions import (
     Action,
+    Answered,
     CancelRequest,
     Close,
     EndStream,
@@ -72,6 +73,7 @@ from ._actions import (
 )
 from ._downgrade import Ages, downgrade, downgrade_error, envelope
 from ._errors import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -109,6 +111,7 @@ from ._revisions import (
     Sender,
     method_rule,
 )
+from ._rounds import MRTR_METHODS, Question, RoundTable, StateError, question_refusal, required_capability
 
 __all__ = ["ConnectionState", "ServerConfig", "ServerSession"]
 
@@ -228,6 +231,7 @@ class ServerConfig:
     revisions: tuple[Revision, ...] = REVISIONS
     ages: Ages = field(default_factory=Ages)
     drain: float = 2.0
+    question_ttl: float = 120.0
     trace: bool = False
 
     def __post_init__(self) -> None:
@@ -270,6 +274,21 @@ class _InFlight:
     log_level: str | None = None
     batch: _Batch | None = None
     listen: _Listen | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)  # the request's, for a question's binding
+    capabilities: Mapping[str, Any] = field(default_factory=dict)  # what this request's client declared
+    held: dict[str, Any] = field(default_factory=dict)  # 2026-07-28 answers sent ahead of the questions
+    round: int = 0  # rounds of input_required this call has had
+
+
+@dataclass(slots=True)
+class _Ask:
+    """Questions a call put to a legacy client over the wire."""
+
+    token: int
+    ask_id: int
+    pending: dict[int, Question]  # server request id -> question
+    answers: dict[str, Mapping[str, Any]]
+    deadline: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,8 +320,16 @@ class ServerSession:
         can_push: bool = True,
         stateless: bool = False,
         tokens: Iterator[int] | None = None,
+        rounds: RoundTable | None = None,
+        owns_rounds: bool = True,
     ) -> None:
         self.config = config
+        self._rounds = rounds
+        self._owns_rounds = owns_rounds and rounds is not None
+        self._asks: dict[int, _Ask] = {}
+        self._question_ids: dict[int, int] = {}  # server request id -> ask id
+        self._ask_ids: Iterator[int] = itertools.count(1)
+        self._now = 0.0
         self._stateless = stateless
         self._tokens = tokens if tokens is not None else itertools.count(1)
         self._input_stream: int | None = None
@@ -357,14 +384,30 @@ class ServerSession:
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must next be called, or ``None``."""
-        return self._drain_deadline if self._state is _CLOSING else None
+        times = [a.deadline for a in self._asks.values()]
+        if self._state is _CLOSING and self._drain_deadline is not None:
+            times.append(self._drain_deadline)
+        if self._owns_rounds and self._rounds is not None:
+            parked = self._rounds.get_timer()
+            if parked is not None:
+                times.append(parked)
+        return min(times, default=None)
+
+    def advance(self, now: float) -> None:
+        """Tell the session the time (wall clock) before calls that take none."""
+        self._now = max(self._now, now)
 
     # ------------------------------------------------------------------
     # Inputs from the peer
     # ------------------------------------------------------------------
 
     def receive_message(
-        self, message: Message, *, stream: int | None = None, revision: Revision | None = None
+        self,
+        message: Message,
+        *,
+        stream: int | None = None,
+        revision: Revision | None = None,
+        now: float | None = None,
     ) -> None:
         """One message from the peer.
 
@@ -374,12 +417,24 @@ class ServerSession:
         ``MCP-Protocol-Version``): for a legacy revision it judges legacy
         requests when this session negotiated nothing; a per-request revision
         makes the request answer to 2026-07-28's rules even without ``_meta``.
+        ``now`` (wall clock) checks a ``requestState``'s expiry.
         """
+        if now is not None:
+            self.advance(now)
         with self._input(stream, revision):
             self._receive(message, None)
 
-    def receive_json(self, obj: Any, *, stream: int | None = None, revision: Revision | None = None) -> None:
+    def receive_json(
+        self,
+        obj: Any,
+        *,
+        stream: int | None = None,
+        revision: Revision | None = None,
+        now: float | None = None,
+    ) -> None:
         """One decoded JSON value: a message or (2025-03-26) a batch."""
+        if now is not None:
+            self.advance(now)
         if isinstance(obj, list):
             self.receive_batch(obj, stream=stream, revision=revision)
             return
@@ -475,6 +530,16 @@ class ServerSession:
 
     def handle_timer(self, now: float) -> None:
         """Call when ``get_timer()``'s deadline has passed."""
+        self.advance(now)
+        for ask in [a for a in self._asks.values() if now >= a.deadline]:
+            self._ask_timed_out(ask)
+        if self._owns_rounds and self._rounds is not None:
+            for parked in self._rounds.expire(now):
+                self._trace("call-abandoned", token=parked.token, round=parked.round)
+                self._cancelled_tokens.add(parked.token)
+                self._actions.append(
+                    CancelRequest(token=parked.token, reason="the client did not come back with its answers")
+                )
         if self._state is _CLOSING and self._drain_deadline is not None and now >= self._drain_deadline:
             for rec in list(self._inflight.values()):
                 self._cancel(rec, "the peer closed its input and the drain time ran out")
@@ -486,6 +551,7 @@ class ServerSession:
 
     def respond(self, token: int, result: Mapping[str, Any]) -> None:
         """Answer request ``token`` with ``result`` (newest shape; it is never edited)."""
+        self._drop_asks(token)
         rec = self._take(token)
         if rec is None:
             return
@@ -493,6 +559,7 @@ class ServerSession:
 
     def respond_error(self, token: int, code: int, message: str, data: Any = None) -> None:
         """Answer request ``token`` with a JSON-RPC error."""
+        self._drop_asks(token)
         rec = self._take(token)
         if rec is None:
             return
@@ -614,6 +681,231 @@ class ServerSession:
                     rec.shape_revision,
                     rec.stream,
                 )
+
+    # ------------------------------------------------------------------
+    # Questions a call asks its client (seed §3; _rounds for the rules)
+    # ------------------------------------------------------------------
+
+    def ask(self, token: int, questions: list[Question], *, now: float | None = None) -> int:
+        """Put ``questions`` to the client of call ``token``; returns the ask id.
+
+        The answer comes as an ``Answered`` action with that id: the client's
+        answers, or a refusal when this client may not be asked (it did not
+        declare the capability, its revision lacks the request, the request
+        came outside a session).  A legacy client is sent server requests on
+        the call's stream; a 2026-07-28 request is answered ``input_required``
+        and the call waits, parked, for the retry that brings the answers.
+        """
+        if now is not None:
+            self.advance(now)
+        rec = self._inflight.get(token)
+        if rec is None:
+            raise LocalProtocolError(f"no request with token {token} is in flight")
+        if not questions:
+            raise LocalProtocolError("ask at least one question")
+        keys = [q.key for q in questions]
+        if len(set(keys)) != len(keys):
+            raise LocalProtocolError(f"question keys must be unique: {keys}")
+        ask_id = next(self._ask_ids)
+        refusal = self._refusal(rec, questions)
+        if refusal is not None:
+            reason, required = refusal
+            self._trace("question-refused", request_id=rec.id, reason=reason)
+            self._actions.append(Answered(token=token, ask_id=ask_id, refused=reason, required=required))
+            return ask_id
+        if rec.modern:
+            self._ask_modern(rec, ask_id, questions)
+        else:
+            self._ask_legacy(rec, ask_id, questions)
+        return ask_id
+
+    def _refusal(
+        self, rec: _InFlight, questions: list[Question]
+    ) -> tuple[str, Mapping[str, Any] | None] | None:
+        if rec.modern:
+            if rec.method not in MRTR_METHODS:
+                return (
+                    f"2026-07-28 lets only tools/call, prompts/get and resources/read ask; not {rec.method}",
+                    None,
+                )
+            if self._rounds is None:
+                return ("this server keeps no state for questions; it cannot ask a 2026-07-28 client", None)
+        else:
+            if not self._can_push:
+                return ("the request came outside any session, so the client cannot be asked anything", None)
+            if self._state is not _READY or self._negotiated is None:
+                return ("the client never finished initialize, so it cannot be asked anything", None)
+        for question in questions:
+            reason = question_refusal(question, rec.revision, rec.capabilities)
+            if reason is not None:
+                return (reason, required_capability(question))
+        return None
+
+    def _ask_legacy(self, rec: _InFlight, ask_id: int, questions: list[Question]) -> None:
+        ask = _Ask(
+            token=rec.token,
+            ask_id=ask_id,
+            pending={},
+            answers={},
+            deadline=self._now + self.config.question_ttl,
+        )
+        self._asks[ask_id] = ask
+        for question in questions:
+            request_id = self.send_request(
+                question.method, self._question_params(question, rec.revision), related=rec.token
+            )
+            ask.pending[request_id] = question
+            self._question_ids[request_id] = ask_id
+
+    @staticmethod
+    def _question_params(question: Question, rev: Revision) -> dict[str, Any]:
+        params = dict(question.params)
+        if question.method == "elicitation/create" and rev < Revision.V2025_11_25:
+            params.pop("mode", None)  # 2025-06-18 knows only forms, and no mode field
+        return params
+
+    def _answer(self, ask_id: int, request_id: int, answer: Mapping[str, Any]) -> None:
+        ask = self._asks.get(ask_id)
+        if ask is None:
+            return
+        question = ask.pending.pop(request_id, None)
+        if question is None:
+            return
+        ask.answers[question.key] = answer
+        if not ask.pending:
+            del self._asks[ask_id]
+            self._actions.append(Answered(token=ask.token, ask_id=ask_id, answers=ask.answers))
+
+    def _ask_timed_out(self, ask: _Ask) -> None:
+        """The question's own deadline passed: the client is told, the call gets *cancel*."""
+        for request_id, question in list(ask.pending.items()):
+            self._withdraw(request_id, "no answer within the question's deadline")
+            if question.method == "elicitation/create":
+                answer: Mapping[str, Any] = {"result": {"action": "cancel"}}  # not answered is not declined
+            else:
+                answer = {"error": {"code": -32001, "message": "the client did not answer in time"}}
+            self._answer(ask.ask_id, request_id, answer)
+
+    def _withdraw(self, request_id: int, reason: str) -> None:
+        self._question_ids.pop(request_id, None)
+        if self._outgoing.pop(request_id, None) is not None and self._state is not _CLOSED:
+            self._emit(
+                Notification(
+                    method="notifications/cancelled", params={"requestId": request_id, "reason": reason}
+                ).to_obj(),
+                None,
+                False,
+            )
+
+    def _drop_asks(self, token: int, *, withdraw: bool = False) -> None:
+        for ask in [a for a in self._asks.values() if a.token == token]:
+            del self._asks[ask.ask_id]
+            for request_id in list(ask.pending):
+                if withdraw:
+                    self._withdraw(request_id, "the request that asked was cancelled")
+                else:
+                    self._question_ids.pop(request_id, None)
+
+    def _ask_modern(self, rec: _InFlight, ask_id: int, questions: list[Question]) -> None:
+        answers = {q.key: {"result": rec.held.pop(q.key)} for q in questions if q.key in rec.held}
+        remaining = [q for q in questions if q.key not in answers]
+        if not remaining:
+            self._actions.append(Answered(token=rec.token, ask_id=ask_id, answers=answers))
+            return
+        self._park(rec, ask_id, remaining, answers)
+
+    def _park(
+        self,
+        rec: _InFlight,
+        ask_id: int,
+        questions: list[Question],
+        answered: Mapping[str, Mapping[str, Any]],
+    ) -> None:
+        """Answer the current request ``input_required``; the call waits for the retry."""
+        assert self._rounds is not None
+        try:
+            parked = self._rounds.park(
+                token=rec.token,
+                method=rec.method,
+                params=rec.params,
+                ask_id=ask_id,
+                questions=questions,
+                round=rec.round + 1,
+                now=self._now,
+            )
+        except StateError as exc:
+            self._cancelled_tokens.add(rec.token)
+            self._actions.append(CancelRequest(token=rec.token, reason=exc.message))
+            rec_token = rec.token
+            self._reply(
+                rec,
+                ErrorResponse(id=rec.id, code=INTERNAL_ERROR, message=exc.message).to_obj(),
+                INTERNAL_ERROR,
+            )
+            self._forget_token(rec_token)
+            return
+        parked.answered = dict(answered)
+        result = {
+            "resultType": "input_required",
+            "inputRequests": {q.key: q.as_input_request() for q in questions},
+            "requestState": parked.state,
+        }
+        self._trace("input-required", request_id=rec.id, round=parked.round, keys=sorted(parked.questions))
+        self._forget(rec)
+        self._reply(rec, Response(id=rec.id, result=self._shape_result(rec, result)).to_obj())
+
+    def _forget_token(self, token: int) -> None:
+        rec = self._inflight.get(token)
+        if rec is not None:
+            self._forget(rec)
+
+    def _resume(self, rec: _InFlight, req: Request, params: Mapping[str, Any]) -> None:
+        """A 2026-07-28 retry: take over the parked call its ``requestState`` names."""
+        assert self._rounds is not None
+        responses = params.get("inputResponses", {})
+        if not _answers_shape(responses):
+            self._error_in(
+                rec.batch,
+                req.id,
+                INVALID_PARAMS,
+                "Invalid params: inputResponses must be an object whose values are the answers' objects",
+                None,
+                rec.revision,
+                rec.stream,
+            )
+            return
+        try:
+            parked = self._rounds.resume(
+                params.get("requestState"), method=req.method, params=params, now=self._now
+            )
+        except StateError as exc:
+            self._trace("state-refused", request_id=req.id, kind=exc.kind)
+            self._error_in(
+                rec.batch,
+                req.id,
+                INVALID_PARAMS,
+                f"Invalid params: {exc.message}",
+                None,
+                rec.revision,
+                rec.stream,
+            )
+            return
+        # The retry answers under the call's token: the handler still runs as it.
+        rec.token = parked.token
+        rec.round = parked.round
+        self._cancelled_tokens.discard(parked.token)
+        self._inflight[rec.token] = rec
+        self._by_peer_id[req.id] = rec.token
+        answers = dict(parked.answered)
+        for key in parked.questions:
+            if key in responses:
+                answers[key] = {"result": responses[key]}  # keys nobody asked are ignored (SEP-2322)
+        missing = [q for k, q in parked.questions.items() if k not in answers]
+        if missing:
+            self._park(rec, parked.ask_id, missing, answers)  # ask again for what is still missing
+            return
+        self._trace("resumed", request_id=req.id, round=parked.round)
+        self._actions.append(Answered(token=rec.token, ask_id=parked.ask_id, answers=answers))
 
     def send_request(
         self, method: str, params: Mapping[str, Any] | None = None, *, related: int | None = None
@@ -790,7 +1082,28 @@ class ServerSession:
             progress_token=progress_token if is_request_id(progress_token) else None,
             log_level=judged.log_level,
             batch=batch,
+            params=req.params or {},
+            capabilities=judged.capabilities,
         )
+        if judged.modern and req.method in MRTR_METHODS and self._rounds is not None:
+            params = req.params or {}
+            if "requestState" in params:
+                self._resume(rec, req, params)
+                return
+            if "inputResponses" in params:
+                held = params["inputResponses"]
+                if not _answers_shape(held):
+                    self._error_in(
+                        batch,
+                        req.id,
+                        INVALID_PARAMS,
+                        "Invalid params: inputResponses must be an object whose values are the answers' objects",
+                        None,
+                        rec.revision,
+                        stream,
+                    )
+                    return
+                rec.held = dict(held)  # answers sent ahead of the questions: kept for them
         self._inflight[token] = rec
         self._by_peer_id[req.id] = token
         if rec.dispatched:
@@ -833,6 +1146,15 @@ class ServerSession:
         request_id = message.id
         assert isinstance(request_id, int)
         del self._outgoing[request_id]
+        ask_id = self._question_ids.pop(request_id, None)
+        if ask_id is not None:
+            answer = (
+                {"result": message.result}
+                if isinstance(message, Response)
+                else {"error": message.error_object()}
+            )
+            self._answer(ask_id, request_id, answer)
+            return
         if isinstance(message, Response):
             self._actions.append(PeerReplied(token=request_id, result=message.result))
         else:
@@ -1088,12 +1410,15 @@ class ServerSession:
             if token in self._cancelled_tokens:
                 self._cancelled_tokens.discard(token)
                 return None
+            if self._rounds is not None and self._rounds.forget(token) is not None:
+                return None  # a parked call that stopped waiting for its answers: nobody to tell
             raise LocalProtocolError(f"no request with token {token} is in flight")
         self._forget(rec)
         return rec
 
     def _cancel(self, rec: _InFlight, reason: str | None) -> None:
         """Stop answering ``rec``: nothing more is sent for it."""
+        self._drop_asks(rec.token, withdraw=True)
         self._forget(rec)
         if rec.dispatched:
             self._cancelled_tokens.add(rec.token)
@@ -1263,6 +1588,11 @@ class _LazyByRevision(dict[Revision, Any]):
     def __missing__(self, rev: Revision) -> Any:
         value = self[rev] = self._compute(Revision(rev))
         return value
+
+
+def _answers_shape(value: Any) -> bool:
+    """``inputResponses``: an object whose every value is an answer object."""
+    return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
 
 
 def _require_tasks_extension(judged: _Judgement, what: str) -> None:

@@ -14,6 +14,7 @@ from ._actions import Action
 from ._errors import PARSE_ERROR, LocalProtocolError, RemoteProtocolError
 from ._framing import DEFAULT_MAX_LINE, EndOfInput, Line, LineReader, LineTooLong
 from ._jsonrpc import decode
+from ._rounds import RoundTable
 from ._session import ServerConfig, ServerSession
 
 __all__ = ["StdioServerConnection"]
@@ -22,8 +23,10 @@ __all__ = ["StdioServerConnection"]
 class StdioServerConnection:
     """One stdio peer.  Feed it bytes; drain ``next_actions()`` after every call."""
 
-    def __init__(self, config: ServerConfig, *, max_line: int = DEFAULT_MAX_LINE) -> None:
-        self.session = ServerSession(config, newline=True, can_push=True)
+    def __init__(
+        self, config: ServerConfig, *, max_line: int = DEFAULT_MAX_LINE, rounds: RoundTable | None = None
+    ) -> None:
+        self.session = ServerSession(config, newline=True, can_push=True, rounds=rounds)
         self._reader = LineReader(max_line)
         self._ended = False
 
@@ -32,6 +35,7 @@ class StdioServerConnection:
         if self._ended:
             raise LocalProtocolError("receive_data() after end of input")
         session = self.session
+        session.advance(now)
         for event in self._reader.feed(data):
             if isinstance(event, Line):
                 try:

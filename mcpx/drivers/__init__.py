@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
-from ..core import DEFAULT_MAX_LINE, HttpConfig, HttpServer, ServerConfig, StdioServerConnection
+from ..core import DEFAULT_MAX_LINE, HttpConfig, HttpServer, RoundTable, ServerConfig, StdioServerConnection
 from ..server import Server
 
 __all__ = ["LOOPS", "HttpConfig", "serve_http", "serve_stdio"]
@@ -44,11 +44,18 @@ def serve_stdio(
     trace: bool = False,
     in_fd: int = 0,
     out_fd: int = 1,
+    state_key: bytes | None = None,
 ) -> None:
-    """Serve ``server`` over stdio on ``loop``; returns when the peer has gone."""
+    """Serve ``server`` over stdio on ``loop``; returns when the peer has gone.
+
+    ``state_key`` signs 2026-07-28 ``requestState`` (random per process unless
+    given; give several replicas the same one to let them verify each other's).
+    """
     if loop not in LOOPS:
         raise ValueError(f"unknown loop {loop!r}; choose one of {', '.join(LOOPS)}")
-    conn = StdioServerConnection(config or server.session_config(trace=trace), max_line=max_line)
+    conn = StdioServerConnection(
+        config or server.session_config(trace=trace), max_line=max_line, rounds=new_round_table(state_key)
+    )
     if loop == "blocking":
         from ._blocking import serve_blocking
 
@@ -72,6 +79,11 @@ def serve_stdio(
             raise ValueError("uvloop is not available on Windows; use loop='asyncio'")
         options["use_uvloop"] = True
     anyio.run(main, backend=backend, backend_options=options)
+
+
+def new_round_table(key: bytes | None = None) -> RoundTable:
+    """Where calls wait for 2026-07-28 answers; the key signs their requestState."""
+    return RoundTable(key=key or secrets.token_bytes(32), instance=secrets.token_hex(6))
 
 
 def new_session_id() -> str:
@@ -100,6 +112,7 @@ def serve_http(
     trace: bool = False,
     ready: Callable[[list[str]], None] | None = None,
     stop: threading.Event | None = None,
+    state_key: bytes | None = None,
 ) -> None:
     """Serve ``server`` over HTTP on ``host:port`` and/or ``unix_path`` until interrupted.
 
@@ -119,7 +132,12 @@ def serve_http(
             flush=True,
         )
     http = http or HttpConfig(bound_host=host, header_params=server.header_params)
-    core = HttpServer(config or server.session_config(trace=trace), http, new_session_id=new_session_id)
+    core = HttpServer(
+        config or server.session_config(trace=trace),
+        http,
+        new_session_id=new_session_id,
+        rounds=new_round_table(state_key),
+    )
     sockets: list[socket.socket] = []
     urls: list[str] = []
     if port is not None:

@@ -35,18 +35,20 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ..core import (
     INTERNAL_ERROR,
+    Answered,
     CancelRequest,
     Close,
     CloseConnection,
     HandleRequest,
     HttpServer,
+    Question,
     Send,
     SendBytes,
     StdioServerConnection,
     Trace,
 )
 from ..server import Call, Context, Outcome, Server
-from ._common import Core, PostingSink, apply_outcome, call_kwargs, change_listener, trace_to_stderr
+from ._common import Core, PostingSink, Waiters, apply_outcome, call_kwargs, change_listener, trace_to_stderr
 
 __all__ = ["ByteReader", "ByteWriter", "serve_connection", "serve_http"]
 
@@ -87,6 +89,7 @@ class _Runner:
         self.timer: float | None = None
         self.loop_thread = threading.get_ident()
         self.token = anyio.lowlevel.current_token()
+        self.waiters = Waiters()
 
     def perform(self, action: object) -> None:
         """Carry out a transport action (bytes, closing); the subclass knows how."""
@@ -97,8 +100,11 @@ class _Runner:
         for action in self.machine.next_actions():
             if isinstance(action, HandleRequest):
                 self.tg.start_soon(self.run_request, action)
+            elif isinstance(action, Answered):
+                self.waiters.answered(action)
             elif isinstance(action, CancelRequest):
                 self.cancelled.add(action.token)
+                self.waiters.cancelled(action.token)
                 scope = self.scopes.get(action.token)
                 if scope is not None:
                     scope.cancel()
@@ -133,6 +139,40 @@ class _Runner:
 
         anyio.from_thread.run_sync(on_loop, token=self.token)
 
+    async def ask(self, token: int, questions: list[Question]) -> Answered | None:
+        """For an async handler on this loop: ask, then wait for the ``Answered`` action."""
+        event = anyio.Event()
+        box: list[Answered | None] = []
+
+        def resolve(answered: Answered | None) -> None:
+            box.append(answered)
+            event.set()
+
+        self.clock_in()
+        ask_id = self.core.ask(token, questions)
+        self.waiters.add(token, ask_id, resolve)
+        self.flush()
+        await event.wait()
+        return box[0]
+
+    def ask_blocking(self, token: int, questions: list[Question]) -> Answered | None:
+        """For a sync handler in a worker thread: the same, waiting on a threading event."""
+        event = threading.Event()
+        box: list[Answered | None] = []
+
+        def resolve(answered: Answered | None) -> None:
+            box.append(answered)
+            event.set()
+
+        def start() -> None:
+            self.clock_in()
+            self.waiters.add(token, self.core.ask(token, questions), resolve)
+            self.flush()
+
+        anyio.from_thread.run_sync(start, token=self.token)
+        event.wait()
+        return box[0]
+
     async def timer_loop(self) -> None:
         while True:
             self.timer_changed = anyio.Event()
@@ -140,10 +180,10 @@ class _Runner:
             if deadline is None:
                 await self.timer_changed.wait()
                 continue
-            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
+            with anyio.move_on_after(max(0.0, deadline - time.time())):
                 await self.timer_changed.wait()
                 continue
-            self.machine.handle_timer(time.monotonic())
+            self.machine.handle_timer(time.time())
             self.flush()
 
     async def run_request(self, action: HandleRequest) -> None:
@@ -155,7 +195,7 @@ class _Runner:
         if isinstance(invocation, Outcome):
             self.finish(token, invocation)
             return
-        ctx = Context(action.context, PostingSink(self.post, self.core))
+        ctx = Context(action.context, PostingSink(self.post, self.core, self))
         self.contexts[token] = ctx
         outcome: Outcome | None = None
         with anyio.CancelScope() as scope:
@@ -212,6 +252,9 @@ class _StdioRunner(_Runner):
         self.outbox: MemoryObjectSendStream[bytes | None] = send
         self.inbox: MemoryObjectReceiveStream[bytes | None] = receive
 
+    def clock_in(self) -> None:
+        self.conn.session.advance(time.time())
+
     def perform(self, action: object) -> None:
         if isinstance(action, Send):
             self.outbox.send_nowait(action.payload)
@@ -221,7 +264,7 @@ class _StdioRunner(_Runner):
     async def read_loop(self, reader: ByteReader) -> None:
         while True:
             data = await reader.receive()
-            self.conn.receive_data(data, now=time.monotonic())
+            self.conn.receive_data(data, now=time.time())
             self.flush()
             if not data:
                 return
@@ -283,7 +326,7 @@ class _HttpRunner(_Runner):
         self.ids = itertools.count(1)
 
     def clock_in(self) -> None:
-        self.http.advance(time.monotonic())
+        self.http.advance(time.time())
 
     def perform(self, action: object) -> None:
         if isinstance(action, SendBytes):
@@ -300,7 +343,7 @@ class _HttpRunner(_Runner):
         conn = next(self.ids)
         send, receive = anyio.create_memory_object_stream[bytes | None](math.inf)
         self.outboxes[conn] = send
-        self.http.connection_made(conn, time.monotonic())
+        self.http.connection_made(conn, time.time())
         self.flush()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._write, conn, stream, receive, tg.cancel_scope)
@@ -310,7 +353,7 @@ class _HttpRunner(_Runner):
                         data = await stream.receive(65536)
                     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                         data = b""
-                    self.http.receive_data(conn, data, time.monotonic())
+                    self.http.receive_data(conn, data, time.time())
                     self.flush()
                     if not data:
                         break
@@ -318,7 +361,7 @@ class _HttpRunner(_Runner):
                 await anyio.sleep_forever()
             finally:
                 self.outboxes.pop(conn, None)
-                self.http.connection_lost(conn, time.monotonic())
+                self.http.connection_lost(conn, time.time())
                 self.flush()
 
     async def _write(

@@ -33,18 +33,20 @@ from typing import Any, Protocol
 
 from ..core import (
     INTERNAL_ERROR,
+    Answered,
     CancelRequest,
     Close,
     CloseConnection,
     HandleRequest,
     HttpServer,
+    Question,
     Send,
     SendBytes,
     StdioServerConnection,
     Trace,
 )
 from ..server import Call, Context, Outcome, Server
-from ._common import Core, PostingSink, apply_outcome, call_kwargs, change_listener, trace_to_stderr
+from ._common import Core, PostingSink, Waiters, apply_outcome, call_kwargs, change_listener, trace_to_stderr
 
 __all__ = ["serve_blocking", "serve_http_blocking"]
 
@@ -73,6 +75,7 @@ class _BlockingRunner:
         self.futures: dict[int, concurrent.futures.Future[None]] = {}
         self.contexts: dict[int, Context] = {}
         self.cancelled: set[int] = set()
+        self.waiters = Waiters()
 
     def perform(self, action: object, out: list[Any]) -> None:
         """Carry out a transport action; the subclass knows how."""
@@ -98,8 +101,11 @@ class _BlockingRunner:
             for action in actions:
                 if isinstance(action, HandleRequest):
                     self.start(action)
+                elif isinstance(action, Answered):
+                    self.waiters.answered(action)
                 elif isinstance(action, CancelRequest):
                     self.cancelled.add(action.token)
+                    self.waiters.cancelled(action.token)
                     ctx = self.contexts.get(action.token)
                     if ctx is not None:
                         ctx._cancel()
@@ -120,12 +126,47 @@ class _BlockingRunner:
         with self.lock:
             while not stop.is_set():
                 deadline = self.machine.get_timer()
-                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                timeout = None if deadline is None else max(0.0, deadline - time.time())
                 self.wake.wait(timeout if timeout is not None else 1.0)
                 deadline = self.machine.get_timer()
-                if deadline is not None and time.monotonic() >= deadline:
-                    self.machine.handle_timer(time.monotonic())
+                if deadline is not None and time.time() >= deadline:
+                    self.machine.handle_timer(time.time())
                     self.flush()
+
+    # -- questions -------------------------------------------------------------
+
+    def ask_blocking(self, token: int, questions: list[Question]) -> Answered | None:
+        event = threading.Event()
+        box: list[Answered | None] = []
+
+        def resolve(answered: Answered | None) -> None:
+            box.append(answered)
+            event.set()
+
+        with self.lock:
+            self.clock_in()
+            self.waiters.add(token, self.core.ask(token, questions), resolve)
+            self.flush()
+        event.wait()
+        return box[0]
+
+    async def ask(self, token: int, questions: list[Question]) -> Answered | None:
+        """For an async handler on the private handler loop."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Answered | None] = loop.create_future()
+
+        def settle(answered: Answered | None) -> None:
+            if not future.done():
+                future.set_result(answered)
+
+        def resolve(answered: Answered | None) -> None:
+            loop.call_soon_threadsafe(settle, answered)
+
+        with self.lock:
+            self.clock_in()
+            self.waiters.add(token, self.core.ask(token, questions), resolve)
+            self.flush()
+        return await future
 
     # -- one request ---------------------------------------------------------
 
@@ -146,7 +187,7 @@ class _BlockingRunner:
         if isinstance(invocation, Outcome):
             apply_outcome(self.core, token, invocation)  # drained by flush()'s loop
             return
-        ctx = Context(action.context, PostingSink(self.post, self.core))
+        ctx = Context(action.context, PostingSink(self.post, self.core, self))
         self.contexts[token] = ctx
         if invocation.is_async:
             coroutine = self.run_async(token, invocation, ctx)
@@ -206,6 +247,9 @@ class _StdioBlocking(_BlockingRunner):
         self.out_fd = out_fd
         self.closed = threading.Event()
 
+    def clock_in(self) -> None:
+        self.conn.session.advance(time.time())
+
     def perform(self, action: object, out: list[Any]) -> None:
         if isinstance(action, Send):
             out.append(action.payload)
@@ -224,7 +268,7 @@ class _StdioBlocking(_BlockingRunner):
         eof = False
         while not self.closed.is_set():
             deadline = self.conn.get_timer()
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            timeout = None if deadline is None else max(0.0, deadline - time.time())
             if eof:
                 self.closed.wait(timeout if timeout is not None else 0.05)
             else:
@@ -233,12 +277,12 @@ class _StdioBlocking(_BlockingRunner):
                     data = os.read(in_fd, CHUNK)
                     eof = not data
                     with self.lock:
-                        self.conn.receive_data(data, now=time.monotonic())
+                        self.conn.receive_data(data, now=time.time())
                         self.flush()
             with self.lock:
                 deadline = self.conn.get_timer()
-                if deadline is not None and time.monotonic() >= deadline:
-                    self.conn.handle_timer(time.monotonic())
+                if deadline is not None and time.time() >= deadline:
+                    self.conn.handle_timer(time.time())
                     self.flush()
 
 
@@ -273,7 +317,7 @@ class _HttpBlocking(_BlockingRunner):
         self.ids = itertools.count(1)
 
     def clock_in(self) -> None:
-        self.http.advance(time.monotonic())
+        self.http.advance(time.time())
 
     def perform(self, action: object, out: list[Any]) -> None:
         if isinstance(action, SendBytes | CloseConnection):
@@ -302,7 +346,7 @@ class _HttpBlocking(_BlockingRunner):
         writer = threading.Thread(target=self._write, args=(sock, box), name="mcpx-http-write", daemon=True)
         with self.lock:
             self.writers[conn] = box
-            self.http.connection_made(conn, time.monotonic())
+            self.http.connection_made(conn, time.time())
             self.flush()
         writer.start()
         try:
@@ -312,7 +356,7 @@ class _HttpBlocking(_BlockingRunner):
                 except OSError:
                     data = b""
                 with self.lock:
-                    self.http.receive_data(conn, data, time.monotonic())
+                    self.http.receive_data(conn, data, time.time())
                     self.flush()
                 if not data:
                     break
@@ -320,7 +364,7 @@ class _HttpBlocking(_BlockingRunner):
         finally:
             with self.lock:
                 self.writers.pop(conn, None)
-                self.http.connection_lost(conn, time.monotonic())
+                self.http.connection_lost(conn, time.time())
                 self.flush()
             box.put(None)
             sock.close()

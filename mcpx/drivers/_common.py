@@ -6,10 +6,19 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from ..core import Trace
+from ..core import Answered, Question, Trace
 from ..server import Call, Context, Outcome
 
-__all__ = ["Core", "PostingSink", "apply_outcome", "call_kwargs", "change_listener", "trace_to_stderr"]
+__all__ = [
+    "Asker",
+    "Core",
+    "PostingSink",
+    "Waiters",
+    "apply_outcome",
+    "call_kwargs",
+    "change_listener",
+    "trace_to_stderr",
+]
 
 
 class Core(Protocol):
@@ -29,6 +38,8 @@ class Core(Protocol):
 
     def suspend_stream(self, token: int) -> None: ...
 
+    def ask(self, token: int, questions: list[Question]) -> int: ...
+
     def notify_list_changed(self, kind: str) -> None: ...
 
     def notify_resource_updated(self, uri: str) -> None: ...
@@ -38,14 +49,51 @@ Post = Callable[[Callable[[], Any]], None]
 """A driver's way to run a change to the core on its loop, from any thread, then flush."""
 
 
+class Asker(Protocol):
+    """How a driver puts questions to the core and waits for the ``Answered`` action."""
+
+    async def ask(self, token: int, questions: list[Question]) -> Answered | None: ...
+
+    def ask_blocking(self, token: int, questions: list[Question]) -> Answered | None: ...
+
+
+class Waiters:
+    """Handlers waiting for answers, by ask id; resolved from the driver's drain of actions."""
+
+    def __init__(self) -> None:
+        self._by_ask: dict[int, tuple[int, Callable[[Answered | None], None]]] = {}
+
+    def add(self, token: int, ask_id: int, resolve: Callable[[Answered | None], None]) -> None:
+        self._by_ask[ask_id] = (token, resolve)
+
+    def answered(self, action: Answered) -> None:
+        entry = self._by_ask.pop(action.ask_id, None)
+        if entry is not None:
+            entry[1](action)
+
+    def cancelled(self, token: int) -> None:
+        """Request ``token`` was cancelled: whoever waits for its answers stops waiting."""
+        for ask_id, (owner, resolve) in list(self._by_ask.items()):
+            if owner == token:
+                del self._by_ask[ask_id]
+                resolve(None)
+
+
 class PostingSink:
     """The ``RequestSink`` every driver gives a handler's ``Context``."""
 
-    __slots__ = ("post", "session")
+    __slots__ = ("asker", "post", "session")
 
-    def __init__(self, post: Post, session: Core) -> None:
+    def __init__(self, post: Post, session: Core, asker: Asker) -> None:
         self.post = post
         self.session = session
+        self.asker = asker
+
+    async def ask(self, token: int, questions: list[Question]) -> Answered | None:
+        return await self.asker.ask(token, questions)
+
+    def ask_blocking(self, token: int, questions: list[Question]) -> Answered | None:
+        return self.asker.ask_blocking(token, questions)
 
     def progress(self, token: int, progress: float, total: float | None, message: str | None) -> None:
         session = self.session

@@ -14,13 +14,27 @@ serve_stdio(server)            # or loop="trio", "uvloop", "blocking"
 """
 
 from ._content import ToolResult, audio, embedded, image, resource_link, text, to_call_result
-from ._server import Call, Context, McpError, Outcome, RequestSink, Server, ToolError
+from ._server import (
+    Call,
+    Context,
+    McpError,
+    Outcome,
+    QuestionFailed,
+    QuestionRefused,
+    RequestCancelled,
+    RequestSink,
+    Server,
+    ToolError,
+)
 
 __all__ = [
     "Call",
     "Context",
     "McpError",
     "Outcome",
+    "QuestionFailed",
+    "QuestionRefused",
+    "RequestCancelled",
     "RequestSink",
     "Server",
     "ToolError",

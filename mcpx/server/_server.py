@@ -29,6 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import inspect
+import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,8 +40,12 @@ import fastjsonschema
 from ..core import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
     RESOURCE_NOT_FOUND,
     Ages,
+    Answered,
+    Question,
     RequestContext,
     Revision,
     ServerConfig,
@@ -55,6 +60,8 @@ __all__ = [
     "Context",
     "McpError",
     "Outcome",
+    "QuestionFailed",
+    "QuestionRefused",
     "RequestSink",
     "Server",
     "ToolError",
@@ -90,6 +97,39 @@ class RequestSink(Protocol):
 
     def close_stream(self, token: int) -> None: ...
 
+    async def ask(self, token: int, questions: list[Question]) -> Answered | None:
+        """Put questions to the client and wait (``None``: the request was cancelled)."""
+        ...
+
+    def ask_blocking(self, token: int, questions: list[Question]) -> Answered | None:
+        """The same, for a sync handler running in a worker thread."""
+        ...
+
+
+class QuestionRefused(McpError):
+    """The client may not be asked this (capability not declared, revision, transport).
+
+    Unhandled, it answers the request with ``-32021`` and the capabilities
+    that were missing (``-32602`` for a legacy client, which has no -32021).
+    """
+
+    def __init__(self, message: str, required: Mapping[str, Any] | None) -> None:
+        data = {"requiredCapabilities": dict(required)} if required else None
+        super().__init__(MISSING_REQUIRED_CLIENT_CAPABILITY if required else INVALID_REQUEST, message, data)
+        self.required = required
+
+
+class QuestionFailed(ToolError):
+    """The client answered a question with an error, or not in time.
+
+    Unhandled, it is the tool's error (``isError``), which the model reads.
+    """
+
+    def __init__(self, key: str, error: Mapping[str, Any]) -> None:
+        super().__init__(f"the client could not answer {key!r}: {error.get('message', 'no answer')}")
+        self.key = key
+        self.error = dict(error)
+
 
 class Context:
     """What a handler may know and do about the request it is serving.
@@ -100,12 +140,13 @@ class Context:
     for (no progress token, no log level).
     """
 
-    __slots__ = ("_cancelled", "_sink", "request")
+    __slots__ = ("_cancelled", "_keys", "_sink", "request")
 
     def __init__(self, request: RequestContext, sink: RequestSink) -> None:
         self.request = request
         self._sink = sink
         self._cancelled = False
+        self._keys = itertools.count(1)
 
     @property
     def revision(self) -> Revision:
@@ -136,6 +177,95 @@ class Context:
         if level not in LOG_LEVELS:
             raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}")
         self._sink.log(self.request.token, level, data, logger)
+
+    # -- questions to the client (both eras: server requests, or input_required) --
+
+    def question(
+        self, method: str, params: Mapping[str, Any] | None = None, *, key: str | None = None
+    ) -> Question:
+        """A question for ``ask``; ``key`` names its answer (given or generated)."""
+        return Question(
+            key=key or f"{method.split('/', maxsplit=1)[0]}-{next(self._keys)}",
+            method=method,
+            params=params or {},
+        )
+
+    def _answers(self, answered: Answered | None, questions: list[Question]) -> dict[str, Any]:
+        if answered is None:
+            raise anyio_cancelled()
+        if answered.refused is not None:
+            raise QuestionRefused(answered.refused, answered.required)
+        results: dict[str, Any] = {}
+        for question in questions:
+            answer = (answered.answers or {}).get(question.key, {})
+            if "result" not in answer:
+                raise QuestionFailed(question.key, answer.get("error") or {})
+            results[question.key] = answer["result"]
+        return results
+
+    async def ask(self, *questions: Question) -> dict[str, Any]:
+        """Ask the client several things at once; the answers by key.
+
+        A legacy client gets server requests; a 2026-07-28 client gets one
+        ``input_required`` round with every question, and this call resumes
+        when it comes back.  Raises ``QuestionRefused`` when the client may not
+        be asked, ``QuestionFailed`` when it answered with an error.
+        """
+        qs = list(questions)
+        return self._answers(await self._sink.ask(self.request.token, qs), qs)
+
+    def ask_blocking(self, *questions: Question) -> dict[str, Any]:
+        """``ask`` for a sync handler (it runs in a worker thread and may block)."""
+        qs = list(questions)
+        return self._answers(self._sink.ask_blocking(self.request.token, qs), qs)
+
+    async def elicit(
+        self, message: str, schema: Mapping[str, Any], *, key: str | None = None
+    ) -> dict[str, Any]:
+        """Ask the user to fill in a form; the ``ElicitResult`` (``action``, ``content``)."""
+        q = self.question(
+            "elicitation/create",
+            {"mode": "form", "message": message, "requestedSchema": dict(schema)},
+            key=key,
+        )
+        return dict((await self.ask(q))[q.key])
+
+    async def elicit_url(
+        self, message: str, url: str, *, elicitation_id: str | None = None, key: str | None = None
+    ) -> dict[str, Any]:
+        """Send the user to ``url`` (2025-11-25 and later); the ``ElicitResult``."""
+        q = self.question(
+            "elicitation/create",
+            {
+                "mode": "url",
+                "message": message,
+                "url": url,
+                "elicitationId": elicitation_id or f"e-{next(self._keys)}",
+            },
+            key=key,
+        )
+        return dict((await self.ask(q))[q.key])
+
+    async def sample(
+        self,
+        messages: list[Mapping[str, Any]] | str,
+        *,
+        max_tokens: int,
+        key: str | None = None,
+        **params: Any,
+    ) -> dict[str, Any]:
+        """Ask the client's model; the ``CreateMessageResult``.  A string is one user message."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        q = self.question(
+            "sampling/createMessage", {"messages": list(messages), "maxTokens": max_tokens, **params}, key=key
+        )
+        return dict((await self.ask(q))[q.key])
+
+    async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        """The client's roots."""
+        q = self.question("roots/list", key=key)
+        return list((await self.ask(q))[q.key].get("roots", []))
 
     def close_stream(self) -> None:
         """Close this request's event stream now and go on working (SSE polling).
@@ -184,6 +314,14 @@ class Call:
 
 
 Invocation = Outcome | Call
+
+
+class RequestCancelled(Exception):
+    """The request this handler serves was cancelled while it waited for an answer."""
+
+
+def anyio_cancelled() -> BaseException:
+    return RequestCancelled("the request was cancelled while waiting for the client's answer")
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

@@ -18,10 +18,10 @@ SURFACE = {
         "ServerConfig", "ServerSession", "SpecPolicy", "StdioServerConnection", "Trace",
         "UNSUPPORTED_PROTOCOL_VERSION", "URL_ELICITATION_REQUIRED", "decode", "downgrade", "downgrade_error",
         "encode", "envelope", "parse_message", "parse_revision", "CloseConnection", "HttpConfig", "HttpServer",
-        "SendBytes", "http_status_for", "EndStream", "SuspendStream", "SseDecoder", "SseEvent", "comment", "encode_event",
+        "SendBytes", "http_status_for", "EndStream", "SuspendStream", "Answered", "Question", "RoundTable", "SseDecoder", "SseEvent", "comment", "encode_event",
     },
     "mcpx.server": {
-        "Call", "Context", "McpError", "Outcome", "RequestSink", "Server", "ToolError", "ToolResult", "audio",
+        "Call", "Context", "McpError", "Outcome", "QuestionFailed", "QuestionRefused", "RequestCancelled", "RequestSink", "Server", "ToolError", "ToolResult", "audio",
         "embedded", "image", "resource_link", "text", "to_call_result",
     },
     "mcpx.drivers": {"LOOPS", "HttpConfig", "serve_http", "serve_stdio"},
