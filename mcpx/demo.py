@@ -6,7 +6,8 @@
 tools      echo, add, tiny_image, tiny_audio, embedded_note, readme_link,
            weather (structured content with an output schema),
            count (progress and log messages), fail (an ``isError`` result),
-           sleep and sleep_sync (cancellation and drain, async and threaded)
+           sleep and sleep_sync (cancellation and drain, async and threaded),
+           ask_name, ask_model, show_roots, confirm_sync (questions to the client)
 resources  demo://readme (text), demo://logo.png (binary),
            template demo://greeting/{name}
 prompts    greet(name), review(code, language?)
@@ -141,6 +142,37 @@ def build_demo_server() -> Server:
             time.sleep(0.01)
         return f"slept {seconds}s" if not ctx.cancelled else "cancelled"
 
+    @server.tool
+    async def ask_name(ctx: Context) -> str:
+        """Ask the user their name (elicitation), then greet them."""
+        answer = await ctx.elicit("What is your name?", NAME_FORM, key="name")
+        if answer.get("action") != "accept":
+            return f"No name given ({answer.get('action')})."
+        return f"Hello, {answer.get('content', {}).get('name', 'stranger')}!"
+
+    @server.tool
+    async def ask_model(question: str, ctx: Context) -> str:
+        """Ask the client's model a question (sampling)."""
+        answer = await ctx.sample(question, max_tokens=100, key="model")
+        content = answer.get("content", {})
+        return f"The model says: {content.get('text', '') if isinstance(content, dict) else content}"
+
+    @server.tool
+    async def show_roots(ctx: Context) -> str:
+        """List the client's roots."""
+        roots = await ctx.list_roots(key="roots")
+        return "Roots: " + (", ".join(str(r.get("uri")) for r in roots) or "none")
+
+    @server.tool
+    def confirm_sync(action: str, ctx: Context) -> str:
+        """Ask the user to confirm, from a sync tool running in a worker thread."""
+        question = ctx.question(
+            "elicitation/create", {"message": f"Really {action}?", "requestedSchema": YES_NO}, key="confirm"
+        )
+        answer = ctx.ask_blocking(question)["confirm"]
+        confirmed = answer.get("action") == "accept" and answer.get("content", {}).get("yes") is True
+        return f"{action}: {'confirmed' if confirmed else 'not confirmed'}"
+
     @server.resource("demo://readme", name="readme", title="Read me", mime_type="text/plain")
     def readme() -> str:
         return README
@@ -180,3 +212,5 @@ def build_demo_server() -> Server:
 
 
 README = "mcpx demo server: try the tools echo, add, weather and count."
+NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+YES_NO = {"type": "object", "properties": {"yes": {"type": "boolean"}}, "required": ["yes"]}

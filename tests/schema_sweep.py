@@ -166,7 +166,8 @@ class SchemaSweep:
             else:  # older schemas describe the message without its JSON-RPC envelope
                 envelope = "JSONRPCRequest" if "id" in frame else "JSONRPCNotification"
                 self._check(revision, envelope, frame, frame)
-                self._check(revision, name, {k: v for k, v in frame.items() if k != "jsonrpc"}, frame)
+                bare = {k: v for k, v in frame.items() if k not in ("jsonrpc", "id")}
+                self._check(revision, name, bare, frame)
         elif "error" in frame:
             name = "JSONRPCErrorResponse" if "JSONRPCErrorResponse" in defs else "JSONRPCError"
             if frame.get("id") is None:
@@ -183,6 +184,8 @@ class SchemaSweep:
             if method is None:
                 raise AssertionError(f"a response nobody asked for: {frame}")
             result_def = RESULT_DEFINITIONS.get(method)
+            if isinstance(frame["result"], dict) and frame["result"].get("resultType") == "input_required":
+                result_def = "InputRequiredResult"
             if result_def is None:
                 raise AssertionError(f"the sweep has no result definition for {method!r}")
             if result_def not in defs:

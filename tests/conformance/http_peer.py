@@ -138,6 +138,8 @@ class HttpPeer:
         self.event_ids: dict[Any, list[str]] = {}
         self._sent: dict[Any, tuple[str, str]] = {}
         self._ids = itertools.count(1)
+        self.answer: Any = None  # callable(method, params) -> result, for the server's questions
+        self.questions: list[dict[str, Any]] = []
         self._threads: list[threading.Thread] = []
         self._connections: dict[Any, http.client.HTTPConnection] = {}
         self._cancelled: set[Any] = set()
@@ -314,12 +316,55 @@ class HttpPeer:
         deadline = time.monotonic() + timeout
         while True:
             frame = self.recv(max(0.01, deadline - time.monotonic()))
+            if "method" in frame and "id" in frame:
+                self.questions.append(frame)
+                self.reply_to_question(frame)
+                continue
             if "method" in frame:
                 self.notifications.append(frame)
                 continue
             if frame.get("id") == request_id:
                 return frame
             raise AssertionError(f"expected the response to {request_id!r}, got {frame}")
+
+    def reply_to_question(self, frame: dict[str, Any]) -> None:
+        """Answer a server request: POSTed in the session (or to the HTTP+SSE endpoint)."""
+        if self.answer is None:
+            reply = {"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32601, "message": "no handler"}}
+        else:
+            reply = {
+                "jsonrpc": "2.0",
+                "id": frame["id"],
+                "result": self.answer(frame["method"], frame.get("params") or {}),
+            }
+        if self.mode == "sse":
+            self._post_sse_message(reply)
+            return
+        key = ("answer", next(self._ids))
+        self._post(reply, key, self._base_headers(None, None))
+        self._threads[-1].join(10)
+        assert self.statuses.get(key) == 202, f"an answer POST answered {self.statuses.get(key)}"
+
+    def complete(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        """Call and, while the answer is 2026-07-28 ``input_required``, answer and retry."""
+        params = dict(params or {})
+        frame = self.call(method, params, **kw)
+        rounds = 0
+        while isinstance(frame.get("result"), dict) and frame["result"].get("resultType") == "input_required":
+            rounds += 1
+            assert rounds <= 10, "the server kept asking"
+            result = frame["result"]
+            self.questions.extend(result.get("inputRequests", {}).values())
+            responses = {
+                k: self.answer(q["method"], q.get("params") or {}) for k, q in result["inputRequests"].items()
+            }
+            params = {**params, "inputResponses": responses}
+            if "requestState" in result:
+                params["requestState"] = result["requestState"]
+            else:
+                params.pop("requestState", None)
+            frame = self.call(method, params, **kw)
+        return frame
 
     def call(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
         return self.response(self.request(method, params, **kw))

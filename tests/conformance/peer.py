@@ -76,6 +76,8 @@ class StdioPeer:
         self._progress_revision: dict[Any, str] = {}
         self._ids = itertools.count(1)
         self._stderr: list[bytes] = []
+        self.answer: Any = None  # callable(method, params) -> result, for the server's questions
+        self.questions: list[dict[str, Any]] = []
         threading.Thread(target=self._read_stdout, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
@@ -169,10 +171,14 @@ class StdioPeer:
         return request_id
 
     def response(self, request_id: Any, timeout: float = 10.0) -> dict[str, Any]:
-        """Frames until the response to ``request_id``; notifications are kept."""
+        """Frames until the response to ``request_id``; notifications are kept, questions answered."""
         deadline = time.monotonic() + timeout
         while True:
             frame = self.recv(max(0.01, deadline - time.monotonic()))
+            if "method" in frame and "id" in frame:
+                self.questions.append(frame)
+                self.reply_to_question(frame)
+                continue
             if "method" in frame:
                 self.notifications.append(frame)
                 continue
@@ -195,6 +201,42 @@ class StdioPeer:
         frame = self.call(method, params, **kw)
         assert "error" in frame, f"{method} should have failed: {frame}"
         return frame["error"]  # type: ignore[no-any-return]
+
+    def reply_to_question(self, frame: dict[str, Any]) -> None:
+        """Answer a server request with ``self.answer`` (a JSON-RPC error when there is none)."""
+        if self.answer is None:
+            self.send(
+                {"jsonrpc": "2.0", "id": frame["id"], "error": {"code": -32601, "message": "no handler"}}
+            )
+        else:
+            self.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": frame["id"],
+                    "result": self.answer(frame["method"], frame.get("params") or {}),
+                }
+            )
+
+    def complete(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+        """Call and, while the answer is 2026-07-28 ``input_required``, answer and retry."""
+        params = dict(params or {})
+        frame = self.call(method, params, **kw)
+        rounds = 0
+        while isinstance(frame.get("result"), dict) and frame["result"].get("resultType") == "input_required":
+            rounds += 1
+            assert rounds <= 10, "the server kept asking"
+            result = frame["result"]
+            self.questions.extend(result.get("inputRequests", {}).values())
+            responses = {
+                k: self.answer(q["method"], q.get("params") or {}) for k, q in result["inputRequests"].items()
+            }
+            params = {**params, "inputResponses": responses}
+            if "requestState" in result:
+                params["requestState"] = result["requestState"]
+            else:
+                params.pop("requestState", None)
+            frame = self.call(method, params, **kw)
+        return frame
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
