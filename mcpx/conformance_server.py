@@ -4,9 +4,8 @@
 conformance suite's server leg (``../shared/conformance/server-leg.sh``) can
 drive mcpx.  The suite expects fixtures under exact names with exact payloads
 (its scenario descriptions); they live here, apart from the friendly default
-demo.  Fixtures that ask the client questions (sampling, elicitation, roots,
-``input_required``) or run as tasks arrive with those features and are not
-published before then — see ``tests/conformance/expected-failures.*.yml``.
+demo.  Every scenario of the three default legs passes against it, the
+tasks-extension ones included (``.ci/run`` runs the leg on each event loop).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import anyio
 import orjson
 
 from .demo import PNG, WAV
-from .server import Context, Server, ToolError, audio, embedded, image, text
+from .server import Context, McpError, Server, ToolError, audio, embedded, image, text
 
 __all__ = ["build_conformance_server"]
 
@@ -249,6 +248,52 @@ def build_conformance_server() -> Server:
         answers = await ctx.ask(ctx.question("elicitation/create", CONTEXT_QUESTION, key="user_context"))
         return f"Use this context: {_content(answers['user_context']).get('context', '')}"
 
+    # -- tasks (the io.modelcontextprotocol/tasks extension; 2025-11-25 core tasks) --
+
+    @server.tool(description="Greets by name; never a task")
+    def greet(name: str) -> str:
+        return f"Hello, {name}!"
+
+    @server.tool(
+        description="Sleeps `seconds`, then answers; a task once it has run a moment", task_support="optional"
+    )
+    async def slow_compute(seconds: float = 1.0, label: str = "job") -> str:
+        await anyio.sleep(max(0.0, float(seconds)))
+        return f"{label}: computed after {seconds} s"
+
+    @server.tool(description="Always a task; fails as a tool after about a second", task_support="required")
+    async def failing_job() -> str:
+        await anyio.sleep(1.0)
+        raise ToolError("failing_job failed, as it always does")
+
+    @server.tool(description="Always a task; ends in a protocol error", task_support="required")
+    async def protocol_error_job() -> str:
+        await anyio.sleep(0.1)
+        raise McpError(-32603, "protocol_error_job broke down, as it always does")
+
+    @server.tool(description="A task that asks before deleting a file", task_support="optional")
+    async def confirm_delete(ctx: Context, filename: str) -> str:
+        ctx.promote_to_task()  # the question waits on tasks/get, not inline
+        answers = await ctx.ask(ctx.question("elicitation/create", _delete_question(filename), key="confirm"))
+        confirmed = (
+            _content(answers["confirm"]).get("confirm") and answers["confirm"].get("action") == "accept"
+        )
+        return f"{'Deleted' if confirmed else 'Kept'} {filename}"
+
+    @server.tool(description="A task that asks two things at once", task_support="optional")
+    async def multi_input(ctx: Context) -> str:
+        ctx.promote_to_task()
+        answers = await ctx.ask(
+            ctx.question("elicitation/create", NAME_QUESTION, key="name"),
+            ctx.question("elicitation/create", _form("Proceed?", "confirm", "boolean"), key="confirm"),
+        )
+        return "Got " + ", ".join(f"{k}={_json(_content(v))}" for k, v in sorted(answers.items()))
+
+    @server.tool(description="Asks a name inline, then runs as a task that uses it", task_support="required")
+    async def test_tool_with_task(ctx: Context) -> str:
+        answers = await ctx.ask(ctx.question("elicitation/create", NAME_QUESTION, key="user_name"))
+        return f"Hello, {_content(answers['user_name']).get('name', 'there')}! (from a task)"
+
     # -- list changes ------------------------------------------------------------
 
     @server.tool(description="Adds test_dynamic_tool to the tool list")
@@ -411,6 +456,10 @@ GREETING_QUESTION = {
     "messages": [{"role": "user", "content": {"type": "text", "text": "Generate a greeting"}}],
     "maxTokens": 50,
 }
+
+
+def _delete_question(filename: str) -> dict[str, Any]:
+    return _form(f"Delete {filename}?", "confirm", "boolean")
 
 
 def _json(value: Any) -> str:

@@ -163,6 +163,23 @@ def build_demo_server() -> Server:
         roots = await ctx.list_roots(key="roots")
         return "Roots: " + (", ".join(str(r.get("uri")) for r in roots) or "none")
 
+    @server.tool(task_support="optional")
+    async def report(seconds: float = 1.0, topic: str = "usage") -> str:
+        """Write a slow report; a client that can take tasks gets a task to poll."""
+        await anyio.sleep(max(0.0, seconds))
+        return f"{topic} report, ready after {seconds}s"
+
+    @server.tool(task_support="optional")
+    async def approve(action: str, ctx: Context) -> str:
+        """Ask the user to approve ``action`` as a task: the question waits on the task."""
+        ctx.promote_to_task()
+        question = ctx.question(
+            "elicitation/create", {"message": f"Approve {action}?", "requestedSchema": YES_NO}, key="approval"
+        )
+        answer = (await ctx.ask(question))["approval"]
+        approved = answer.get("action") == "accept" and answer.get("content", {}).get("yes") is True
+        return f"{action}: {'approved' if approved else 'not approved'}"
+
     @server.tool
     def confirm_sync(action: str, ctx: Context) -> str:
         """Ask the user to confirm, from a sync tool running in a worker thread."""

@@ -50,8 +50,20 @@ RESULT_DEFINITIONS = {
     "completion/complete": "CompleteResult",
     "subscriptions/listen": "SubscriptionsListenResult",
     "tasks/list": "ListTasksResult",
+    "tasks/get": "GetTaskResult",
+    "tasks/cancel": "CancelTaskResult",
+    "tasks/result": "GetTaskPayloadResult",
 }
 """The result definition for each request method, as the schemas name them."""
+
+TASKS_EXTENSION_SCHEMA = "ext-tasks/2026-07-28"
+"""Frames of the 2026-07-28 tasks extension are checked against its own schema."""
+
+EXTENSION_RESULTS = {
+    "tasks/get": "GetTaskResult",
+    "tasks/update": "UpdateTaskResult",
+    "tasks/cancel": "CancelTaskResult",
+}
 
 OPAQUE_PROPERTIES = frozenset({"inputSchema", "outputSchema", "requestedSchema", "_meta"})
 
@@ -77,6 +89,74 @@ def _tighten(node: Any, *, in_all_of: bool = False) -> Any:
     return out
 
 
+_PLAIN_KEYS = frozenset(
+    {"type", "properties", "required", "description", "additionalProperties", "propertyNames", "$schema"}
+)
+
+
+def _plain(node: Any, defs: dict[str, Any], defs_key: str) -> dict[str, Any] | None:
+    """``node`` (after following a reference) as a plain object schema, or ``None``."""
+    if isinstance(node, dict) and set(node) == {"$ref"}:
+        node = _merge_refs(defs[node["$ref"].removeprefix(f"#/{defs_key}/")], defs, defs_key)
+    if not isinstance(node, dict) or set(node) - _PLAIN_KEYS:
+        return None
+    return node
+
+
+def _combine(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": {}, "required": []}
+    for part in parts:
+        out["properties"].update(part.get("properties", {}))
+        out["required"].extend(r for r in part.get("required", []) if r not in out["required"])
+        if part.get("additionalProperties") not in (None, False):
+            out["additionalProperties"] = part["additionalProperties"]  # opened on purpose: stays open
+    return out
+
+
+def _merge_refs(schema: Any, defs: dict[str, Any], defs_key: str) -> Any:
+    """An ``allOf`` of plain objects (and at most one ``anyOf`` of them), as one object or union.
+
+    2025-11-25 writes ``GetTaskResult`` as ``allOf: [Result, Task]`` and the
+    tasks extension as ``allOf: [Result, anyOf: [WorkingTask, …]]``; closing
+    each member separately would make every combination fail, so members are
+    merged first and the union is what gets closed.
+    """
+    if (
+        not isinstance(schema, dict)
+        or "allOf" not in schema
+        or set(schema) - {"allOf", "description", "$schema"}
+    ):
+        return schema
+    bases: list[dict[str, Any]] = []
+    alternatives: list[dict[str, Any]] | None = None
+    for member in schema["allOf"]:
+        if isinstance(member, dict) and "anyOf" in member and set(member) <= {"anyOf", "description"}:
+            if alternatives is not None:
+                return schema
+            found = [_plain(alt, defs, defs_key) for alt in member["anyOf"]]
+            if any(alt is None for alt in found):
+                return schema
+            alternatives = [alt for alt in found if alt is not None]
+            continue
+        plain = _plain(member, defs, defs_key)
+        if plain is None:
+            return schema
+        bases.append(plain)
+    if alternatives is None:
+        return _combine(bases)
+    return {"anyOf": [_combine([*bases, alt]) for alt in alternatives]}
+
+
+def _merge_tree(node: Any, defs: dict[str, Any], defs_key: str) -> Any:
+    """``_merge_refs`` wherever it applies, at any depth."""
+    if isinstance(node, list):
+        return [_merge_tree(item, defs, defs_key) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = _merge_refs(node, defs, defs_key)
+    return {key: _merge_tree(value, defs, defs_key) for key, value in node.items()}
+
+
 class SchemaSweep:
     """Validates frames mcpx sent; counts them per revision."""
 
@@ -96,9 +176,11 @@ class SchemaSweep:
             defs_key = "$defs" if "$defs" in raw else "definitions"
             # _meta objects are open by design in every revision (their key
             # naming rules are not an allow-list), so *MetaObject stays as written.
+            raw_defs = raw[defs_key]
+            merged = {name: _merge_tree(schema, raw_defs, defs_key) for name, schema in raw_defs.items()}
             defs = {
                 name: (schema if name.endswith("MetaObject") else _tighten(schema))
-                for name, schema in raw[defs_key].items()
+                for name, schema in merged.items()
             }
             if "Result" in defs:
                 # EmptyResult is Result, which the schema leaves open on purpose
@@ -156,6 +238,8 @@ class SchemaSweep:
         for notifications and server requests, whose method is in the frame).
         """
         defs = self.definitions(revision)
+        if revision == "2026-07-28" and self._extension_frame(frame, method):
+            return
         if "method" in frame:
             union = "ServerRequest" if "id" in frame else "ServerNotification"
             name = self._union_member(revision, union, frame["method"])
@@ -188,7 +272,43 @@ class SchemaSweep:
                 result_def = "InputRequiredResult"
             if result_def is None:
                 raise AssertionError(f"the sweep has no result definition for {method!r}")
+            if revision == "2025-11-25" and method == "tools/call" and "task" in frame["result"]:
+                result_def = "CreateTaskResult"
             if result_def not in defs:
                 raise AssertionError(f"MCP {revision} has no {result_def} for {method}: {frame}")
             self._check(revision, result_def, frame["result"], frame)
         self.counts[revision] += 1
+
+    def _extension_frame(self, frame: dict[str, Any], method: str | None) -> bool:
+        """A tasks-extension frame to a 2026-07-28 peer: checked against ext-tasks; else ``False``."""
+        ext = TASKS_EXTENSION_SCHEMA
+        if frame.get("method") == "notifications/tasks":
+            self._check(ext, "TaskStatusNotification", frame, frame)
+        elif frame.get("method") == "notifications/subscriptions/acknowledged" and "taskIds" in (
+            frame.get("params", {}).get("notifications") or {}
+        ):
+            # The extension adds taskIds to the acknowledgement: the core
+            # frame without it, and the extension's part on its own.
+            notifications = dict(frame["params"]["notifications"])
+            self._check(
+                ext,
+                "TaskSubscriptionAcknowledgedNotifications",
+                {"taskIds": notifications.pop("taskIds")},
+                frame,
+            )
+            core = {**frame, "params": {**frame["params"], "notifications": notifications}}
+            self._check("2026-07-28", "SubscriptionsAcknowledgedNotification", core, frame)
+        elif "result" in frame and method in EXTENSION_RESULTS:
+            self._check("2026-07-28", "JSONRPCResultResponse", frame, frame)
+            self._check(ext, EXTENSION_RESULTS[method], frame["result"], frame)
+        elif (
+            "result" in frame
+            and isinstance(frame["result"], dict)
+            and frame["result"].get("resultType") == "task"
+        ):
+            self._check("2026-07-28", "JSONRPCResultResponse", frame, frame)
+            self._check(ext, "CreateTaskResult", frame["result"], frame)
+        else:
+            return False
+        self.counts[ext] += 1
+        return True

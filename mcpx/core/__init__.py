@@ -68,6 +68,7 @@ from ._rounds import Question, RoundTable
 from ._session import ConnectionState, ServerConfig, ServerSession
 from ._sse import SseDecoder, SseEvent, comment, encode_event
 from ._stdio import StdioServerConnection
+from ._tasks import Task, TaskStore
 
 __all__ = [
     "DEFAULT_MAX_LINE",
@@ -131,6 +132,8 @@ __all__ = [
     "SseEvent",
     "StdioServerConnection",
     "SuspendStream",
+    "Task",
+    "TaskStore",
     "Trace",
     "comment",
     "decode",

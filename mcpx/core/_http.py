@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import heapq
 import itertools
 import re
@@ -78,6 +79,7 @@ from ._actions import (
 )
 from ._errors import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -94,6 +96,7 @@ from ._revisions import (
 from ._rounds import Question, RoundTable
 from ._session import ServerConfig, ServerSession
 from ._sse import comment, encode_event
+from ._tasks import TaskStore
 
 __all__ = [
     "CloseConnection",
@@ -262,6 +265,8 @@ class _Conn:
     out: _Out | None = None
     closed: bool = False
     started_request: bool = False
+    reading: bool = False  # inside _process: a finished response must not recurse into it
+    buffered: int = 0  # bytes h11 held when the current request began (header-size check)
 
 
 # --------------------------------------------------------------------------
@@ -279,9 +284,11 @@ class HttpServer:
         *,
         new_session_id: Callable[[], str],
         rounds: RoundTable | None = None,
+        tasks: TaskStore | None = None,
     ) -> None:
         self.config = config
         self._rounds = rounds  # shared: a 2026-07-28 retry may come on any connection
+        self._tasks = tasks  # shared: a task is polled on any connection by whoever created it
         self._timed: set[ServerSession] = set()  # sessions whose questions have deadlines
         self._expired: set[int] = set()  # calls given up while parked: nothing left to discard
         self.http = http
@@ -478,6 +485,15 @@ class HttpServer:
         self._pump(session)
         return ask_id
 
+    def promote(self, token: int) -> bool:
+        """Make call ``token`` a task now, where its client can take one (``ServerSession.promote``)."""
+        session = self._token_session.get(token)
+        if session is None:
+            return False
+        done = session.promote(token)
+        self._pump(session)
+        return done
+
     def suspend_stream(self, token: int) -> None:
         session = self._token_session.get(token)
         if session is not None:
@@ -512,7 +528,20 @@ class HttpServer:
     # ------------------------------------------------------------------
 
     def _process(self, c: _Conn, now: float) -> None:
+        # Pipelined requests are read by this loop, never by recursion: a
+        # response finished inside it only starts the next cycle.
+        if c.reading:
+            return
+        c.reading = True
+        try:
+            self._read_events(c, now)
+        finally:
+            c.reading = False
+
+    def _read_events(self, c: _Conn, now: float) -> None:
         while not c.closed:
+            if c.parser.their_state is h11.IDLE:
+                c.buffered = _buffered(c.parser)
             try:
                 event = c.parser.next_event()
             except h11.RemoteProtocolError as exc:
@@ -526,15 +555,16 @@ class HttpServer:
                 c.started_request = True
                 c.request = event
                 # h11 bounds only a header block still arriving; one that came
-                # whole in a single read is measured here.
-                size = len(event.target) + sum(len(k) + len(v) + 4 for k, v in event.headers)
+                # whole is measured here, in the same bytes h11 counts, so the
+                # verdict does not depend on how the block was cut into reads.
+                size = c.buffered - _buffered(c.parser)
                 if size > self.http.max_header_bytes:
                     self._refuse(c, _HttpError(431, self._too_large_headers()), close=True)
                     return
                 c.headers = _headers(event.headers)
                 c.body = bytearray()
                 length = c.headers.get("content-length")
-                if length is not None and length.isdigit() and int(length) > self.http.max_body:
+                if length is not None and _is_decimal(length) and int(length) > self.http.max_body:
                     self._refuse(
                         c, _HttpError(413, f"the body exceeds {self.http.max_body} bytes"), close=True
                     )
@@ -555,7 +585,9 @@ class HttpServer:
                 except Exception as exc:  # a bug here must cost one request, not the server
                     self._actions.append(Trace(event="internal-error", detail={"error": repr(exc)}))
                     self._refuse(
-                        c, _HttpError(500, f"internal error in mcpx: {type(exc).__name__}"), close=True
+                        c,
+                        _HttpError(500, f"internal error in mcpx: {type(exc).__name__}", code=INTERNAL_ERROR),
+                        close=True,
                     )
             elif isinstance(event, h11.ConnectionClosed):
                 self._detach(c, now)
@@ -642,6 +674,12 @@ class HttpServer:
             body = orjson.loads(c.body)
         except orjson.JSONDecodeError as exc:
             raise _HttpError(400, f"Parse error: {exc}", code=PARSE_ERROR) from None
+        if not accept_sse and _has_listen(body):
+            raise _HttpError(
+                406,
+                "subscriptions/listen is answered on an event stream; send Accept: text/event-stream",
+                request_id=_id_of(body),
+            )
         version_header = c.headers.get("mcp-protocol-version")
         header_rev = self._header_revision(version_header, body)
         if header_rev is not None and header_rev.is_modern:
@@ -678,7 +716,9 @@ class HttpServer:
             self._feed(c, hs.session, body, stream, None, accept_sse, ())
             return
         stream = self._new_stream(None, "post", resumable=False)
-        self._feed(c, self._ephemeral_session(stream), body, stream, header_rev or HEADERLESS, accept_sse, ())
+        self._feed(
+            c, self._ephemeral_session(stream, c), body, stream, header_rev or HEADERLESS, accept_sse, ()
+        )
 
     def _header_revision(self, value: str | None, body: Any) -> Revision | None:
         if value is None:
@@ -703,7 +743,14 @@ class HttpServer:
         if not session_id or not all(0x21 <= ord(ch) <= 0x7E for ch in session_id):
             raise LocalProtocolError("session ids must be non-empty visible ASCII")
         session = ServerSession(
-            self.config, can_push=True, tokens=self._tokens, rounds=self._rounds, owns_rounds=False
+            self.config,
+            can_push=True,
+            tokens=self._tokens,
+            rounds=self._rounds,
+            owns_rounds=False,
+            tasks=self._tasks,
+            identity=f"session:{session_id}",
+            defer_task_questions=True,
         )
         hs = _HttpSession(id=session_id, session=session, standalone=None, legacy_sse=False, last_active=now)
         self._sessions[session_id] = hs
@@ -722,7 +769,7 @@ class HttpServer:
         stream = self._new_stream(None, "post", resumable=False, modern=True)
         self._feed(
             c,
-            self._ephemeral_session(stream),
+            self._ephemeral_session(stream, c),
             body,
             stream,
             Revision.V2026_07_28,
@@ -840,7 +887,7 @@ class HttpServer:
 
     def _stream_for_event_id(self, hs: _HttpSession, event_id: str) -> tuple[_Stream, int]:
         key_text, _, seq_text = event_id.strip().partition("-")
-        if not (key_text.isdigit() and seq_text.isdigit()):
+        if not (_is_decimal(key_text) and _is_decimal(seq_text)):
             raise _HttpError(400, f"Last-Event-ID {event_id!r} is not an event id this server issued")
         stream = hs.streams.get(int(key_text))
         if stream is None:
@@ -870,7 +917,13 @@ class HttpServer:
             raise _HttpError(503, "too many open sessions; try again later")
         session_id = self._new_session_id()
         session = ServerSession(
-            self.config, can_push=True, tokens=self._tokens, rounds=self._rounds, owns_rounds=False
+            self.config,
+            can_push=True,
+            tokens=self._tokens,
+            rounds=self._rounds,
+            owns_rounds=False,
+            tasks=self._tasks,
+            identity=f"session:{session_id}",
         )
         hs = _HttpSession(id=session_id, session=session, standalone=None, legacy_sse=True, last_active=now)
         stream = self._new_stream(hs, "legacy-sse", resumable=False)
@@ -896,9 +949,10 @@ class HttpServer:
         if hs is None or not hs.legacy_sse or hs.standalone is None:
             raise _HttpError(404, "unknown session; open the SSE endpoint first")
         hs.last_active = now
+        raw = bytes(c.body)  # before the 202: answering may start the next pipelined request
         self._respond_plain(c, 202, b"")
         try:
-            body = orjson.loads(c.body)
+            body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             body = None
             error = ErrorResponse(id=None, code=PARSE_ERROR, message=f"Parse error: {exc}").to_obj()
@@ -963,6 +1017,14 @@ class HttpServer:
             self._arm(out.keepalive_at, "keepalive", c.id)
 
     def _pump(self, session: ServerSession) -> None:
+        """Route what ``session`` queued (and what a task change queued elsewhere)."""
+        self._pump_one(session)
+        if self._tasks is not None:
+            for touched in self._tasks.take_touched():
+                if isinstance(touched, ServerSession):
+                    self._pump_one(touched)
+
+    def _pump_one(self, session: ServerSession) -> None:
         """Route what ``session`` queued: bytes to their streams, the rest to the driver."""
         if session.get_timer() is not None:
             self._timed.add(session)
@@ -1032,7 +1094,7 @@ class HttpServer:
             self._end_response(out)
         self._retire(stream)
 
-    def _ephemeral_session(self, stream: _Stream) -> ServerSession:
+    def _ephemeral_session(self, stream: _Stream, c: _Conn) -> ServerSession:
         session = ServerSession(
             self.config,
             can_push=False,
@@ -1040,6 +1102,8 @@ class HttpServer:
             tokens=self._tokens,
             rounds=self._rounds,
             owns_rounds=False,
+            tasks=self._tasks,
+            identity=_requester(c.headers),
         )
         self._ephemeral[stream.key] = session
         return session
@@ -1212,16 +1276,15 @@ class HttpServer:
         if close:
             headers.append(("connection", "close"))
         try:
-            self._actions.append(
-                SendBytes(
-                    conn=c.id,
-                    data=c.parser.send(
-                        h11.Response(status_code=exc.status, headers=headers, reason=_reason(exc.status))
-                    ),
+            data = b"".join(
+                c.parser.send(event) or b""
+                for event in (
+                    h11.Response(status_code=exc.status, headers=headers, reason=_reason(exc.status)),
+                    h11.Data(data=payload),
+                    h11.EndOfMessage(),
                 )
             )
-            self._actions.append(SendBytes(conn=c.id, data=c.parser.send(h11.Data(data=payload))))
-            self._actions.append(SendBytes(conn=c.id, data=c.parser.send(h11.EndOfMessage())))
+            self._actions.append(SendBytes(conn=c.id, data=data))
         except h11.LocalProtocolError:
             self._close(c)
             return
@@ -1349,6 +1412,32 @@ def _has_request(body: Any) -> bool:
     return any(isinstance(m, dict) and "method" in m and "id" in m for m in items) or not all(
         isinstance(m, dict) for m in items
     )
+
+
+def _has_listen(body: Any) -> bool:
+    items = body if isinstance(body, list) else [body]
+    return any(isinstance(m, dict) and m.get("method") == "subscriptions/listen" and "id" in m for m in items)
+
+
+def _buffered(parser: h11.Connection) -> int:
+    """How many received bytes h11 holds unparsed."""
+    buffer = getattr(parser, "_receive_buffer", None)  # h11 keeps no public length of it
+    if buffer is not None:
+        return len(buffer)
+    return len(parser.trailing_data[0])
+
+
+def _requester(headers: Mapping[str, str]) -> str:
+    """Who sent a request outside any session, for the tasks it may see: its credentials, or nobody."""
+    auth = headers.get("authorization")
+    if not auth:
+        return "anonymous"
+    return "auth:" + hashlib.sha256(auth.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _is_decimal(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts ``²`` and other digits ``int`` refuses."""
+    return text.isascii() and text.isdigit()
 
 
 def _is_initialize(body: Any) -> bool:

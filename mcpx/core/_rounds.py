@@ -92,7 +92,11 @@ class Question:
             raise ValueError("a question needs a non-empty key")
 
     def as_input_request(self) -> dict[str, Any]:
-        return {"method": self.method, "params": dict(self.params)}
+        """The question as a 2026-07-28 ``inputRequests`` entry."""
+        params = dict(self.params)
+        if self.method == "elicitation/create":
+            params.pop("elicitationId", None)  # 2026-07-28 URL elicitation has no id
+        return {"method": self.method, "params": params}
 
 
 def question_refusal(question: Question, revision: Revision, caps: Mapping[str, Any]) -> str | None:
@@ -210,7 +214,9 @@ class StateSigner:
         if not isinstance(state, str) or state.count(".") != 1:
             raise StateError("requestState is not a state this server issued", kind="malformed")
         payload_b64, mac = state.split(".")
-        if not hmac.compare_digest(mac.encode("ascii", "replace"), self._mac(payload_b64).encode("ascii")):
+        if not state.isascii() or not hmac.compare_digest(
+            mac.encode("ascii"), self._mac(payload_b64).encode("ascii")
+        ):
             raise StateError(
                 "requestState failed its integrity check (it was altered or not issued here)", kind="tampered"
             )
@@ -225,7 +231,7 @@ class StateSigner:
             raise StateError("requestState is not a state this server issued", kind="malformed") from None
         if now >= payload.expires:
             raise StateError("requestState has expired; call again without it", kind="expired")
-        if not hmac.compare_digest(payload.binding, binding):
+        if not hmac.compare_digest(payload.binding.encode(), binding.encode()):
             raise StateError(
                 "requestState was issued for a different request (its method or parameters differ); "
                 "send it only with the request it came back for",
@@ -248,6 +254,7 @@ class ParkedCall:
     expires: float  # proto.askTimeout: when the call is given up
     state: str
     answered: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # answers already in hand
+    held: dict[str, Any] = field(default_factory=dict)  # answers sent ahead, for questions not yet asked
 
 
 class RoundTable:

@@ -54,7 +54,7 @@ import enum
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -102,6 +102,8 @@ from ._revisions import (
     META_CLIENT_INFO,
     META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
+    META_RELATED_TASK,
+    META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
     MODERN_REVISIONS,
     OLDEST,
@@ -112,6 +114,7 @@ from ._revisions import (
     method_rule,
 )
 from ._rounds import MRTR_METHODS, Question, RoundTable, StateError, question_refusal, required_capability
+from ._tasks import Task, TaskStore
 
 __all__ = ["ConnectionState", "ServerConfig", "ServerSession"]
 
@@ -233,6 +236,10 @@ class ServerConfig:
     drain: float = 2.0
     question_ttl: float = 120.0
     trace: bool = False
+    # A tool's ``execution.taskSupport`` ("forbidden", "optional", "required"),
+    # or None for a name the server does not know.  Without it no call is a task.
+    task_support: Callable[[str], str | None] | None = None
+    task_after: float = 0.25  # a 2026-07-28 call becomes a task after this long
 
     def __post_init__(self) -> None:
         if not self.revisions:
@@ -249,6 +256,7 @@ class _Listen:
     prompts: bool
     resources: bool
     uris: frozenset[str]
+    task_ids: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -278,6 +286,9 @@ class _InFlight:
     capabilities: Mapping[str, Any] = field(default_factory=dict)  # what this request's client declared
     held: dict[str, Any] = field(default_factory=dict)  # 2026-07-28 answers sent ahead of the questions
     round: int = 0  # rounds of input_required this call has had
+    task: Task | None = None  # the task this call runs as (its request was answered already)
+    task_support: str | None = None  # 2026-07-28: the call may become a task ("optional"/"required")
+    core_task_ttl: int | None = None  # 2025-11-25: the call asked to run as a task (ttl, 0 = default)
 
 
 @dataclass(slots=True)
@@ -289,6 +300,7 @@ class _Ask:
     pending: dict[int, Question]  # server request id -> question
     answers: dict[str, Mapping[str, Any]]
     deadline: float
+    deferred: list[Question] = field(default_factory=list)  # a task's, until tasks/result opens a stream
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,8 +334,23 @@ class ServerSession:
         tokens: Iterator[int] | None = None,
         rounds: RoundTable | None = None,
         owns_rounds: bool = True,
+        tasks: TaskStore | None = None,
+        identity: str = "connection",
+        defer_task_questions: bool = False,
     ) -> None:
         self.config = config
+        self._tasks = tasks
+        self._identity = identity  # whose tasks this peer may see (digest §10: bound to the requester)
+        self._runners: dict[str, int] = {}  # task id -> token of the call running it
+        self._result_waiters: dict[str, list[_InFlight]] = {}  # 2025-11-25 tasks/result, by task id
+        self._core_tasks: set[str] = set()  # 2025-11-25 tasks created here: status notifications
+        self._promotions: dict[int, float] = {}  # token -> when the call becomes a task
+        self._task_listens: set[int] = set()  # tokens of listens that follow tasks
+        self._watching = False
+        # Streamable HTTP: a 2025-11-25 task's questions go out on the stream
+        # of the client's tasks/result (basic/utilities/tasks), so they wait
+        # for one; stdio has one channel and sends them at once.
+        self._defer_task_questions = defer_task_questions
         self._rounds = rounds
         self._owns_rounds = owns_rounds and rounds is not None
         self._asks: dict[int, _Ask] = {}
@@ -379,12 +406,14 @@ class ServerSession:
 
     def next_actions(self) -> list[Action]:
         """Everything queued since the last call, in order.  Call after every input."""
+        self._sync_watch()
         actions, self._actions = self._actions, []
         return actions
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must next be called, or ``None``."""
         times = [a.deadline for a in self._asks.values()]
+        times.extend(self._promotions.values())
         if self._state is _CLOSING and self._drain_deadline is not None:
             times.append(self._drain_deadline)
         if self._owns_rounds and self._rounds is not None:
@@ -533,6 +562,12 @@ class ServerSession:
         self.advance(now)
         for ask in [a for a in self._asks.values() if now >= a.deadline]:
             self._ask_timed_out(ask)
+        for token, due in list(self._promotions.items()):
+            if now >= due:
+                del self._promotions[token]
+                rec = self._inflight.get(token)
+                if rec is not None:
+                    self._start_task(rec)
         if self._owns_rounds and self._rounds is not None:
             for parked in self._rounds.expire(now):
                 self._trace("call-abandoned", token=parked.token, round=parked.round)
@@ -552,6 +587,8 @@ class ServerSession:
     def respond(self, token: int, result: Mapping[str, Any]) -> None:
         """Answer request ``token`` with ``result`` (newest shape; it is never edited)."""
         self._drop_asks(token)
+        if self._settles_task(token, result=result):
+            return
         rec = self._take(token)
         if rec is None:
             return
@@ -560,6 +597,10 @@ class ServerSession:
     def respond_error(self, token: int, code: int, message: str, data: Any = None) -> None:
         """Answer request ``token`` with a JSON-RPC error."""
         self._drop_asks(token)
+        if self._settles_task(
+            token, error={"code": code, "message": message, **({"data": data} if data is not None else {})}
+        ):
+            return
         rec = self._take(token)
         if rec is None:
             return
@@ -586,8 +627,8 @@ class ServerSession:
         revision requires progress to increase).
         """
         rec = self._inflight.get(token)
-        if rec is None or rec.progress_token is None:
-            return False
+        if rec is None or rec.progress_token is None or (rec.task is not None and rec.modern):
+            return False  # the tasks extension has no progress for a task: clients poll
         if rec.last_progress is not None and not progress > rec.last_progress:
             return False
         rec.last_progress = progress
@@ -596,6 +637,8 @@ class ServerSession:
             params["total"] = total
         if message is not None:
             params["message"] = message
+        if rec.task is not None:  # 2025-11-25: the token lives on with the task, tagged with it
+            params["_meta"] = {META_RELATED_TASK: {"taskId": rec.task.task_id}}
         self._notify("notifications/progress", params, "ProgressNotificationParams", rec.revision, rec.stream)
         return True
 
@@ -614,6 +657,8 @@ class ServerSession:
         rec = self._inflight.get(token) if token is not None else None
         if token is not None and rec is None:
             return False
+        if rec is not None and rec.task is not None and rec.modern:
+            return False  # nor log messages: the task's request was answered
         stream: int | None
         if rec is not None and rec.modern:
             threshold, rev, stream = rec.log_level, rec.revision, rec.stream
@@ -630,6 +675,8 @@ class ServerSession:
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
             params["logger"] = logger
+        if rec is not None and rec.task is not None:
+            params["_meta"] = {META_RELATED_TASK: {"taskId": rec.task.task_id}}
         self._notify("notifications/message", params, "LoggingMessageNotificationParams", rev, stream)
         return True
 
@@ -713,7 +760,9 @@ class ServerSession:
             self._trace("question-refused", request_id=rec.id, reason=reason)
             self._actions.append(Answered(token=token, ask_id=ask_id, refused=reason, required=required))
             return ask_id
-        if rec.modern:
+        if rec.modern and rec.task is not None:
+            self._ask_in_task(rec, ask_id, questions)
+        elif rec.modern:
             self._ask_modern(rec, ask_id, questions)
         else:
             self._ask_legacy(rec, ask_id, questions)
@@ -728,7 +777,7 @@ class ServerSession:
                     f"2026-07-28 lets only tools/call, prompts/get and resources/read ask; not {rec.method}",
                     None,
                 )
-            if self._rounds is None:
+            if self._rounds is None and rec.task is None:
                 return ("this server keeps no state for questions; it cannot ask a 2026-07-28 client", None)
         else:
             if not self._can_push:
@@ -750,12 +799,29 @@ class ServerSession:
             deadline=self._now + self.config.question_ttl,
         )
         self._asks[ask_id] = ask
+        stream = None
+        if rec.task is not None and self._tasks is not None:
+            self._tasks.ask(rec.task, ask_id, questions, self._now)
+            waiters = self._result_waiters.get(rec.task.task_id)
+            if waiters:
+                stream = waiters[0].stream
+            elif self._defer_task_questions:
+                ask.deferred = list(questions)
+                return
+        self._send_questions(rec, ask, questions, stream)
+
+    def _send_questions(
+        self, rec: _InFlight, ask: _Ask, questions: list[Question], stream: int | None
+    ) -> None:
         for question in questions:
-            request_id = self.send_request(
-                question.method, self._question_params(question, rec.revision), related=rec.token
-            )
+            params = self._question_params(question, rec.revision)
+            if rec.task is not None:  # 2025-11-25: every message tied to a task says so
+                meta = dict(params.get("_meta") or {})
+                meta[META_RELATED_TASK] = {"taskId": rec.task.task_id}
+                params["_meta"] = meta
+            request_id = self.send_request(question.method, params, related=rec.token, stream=stream)
             ask.pending[request_id] = question
-            self._question_ids[request_id] = ask_id
+            self._question_ids[request_id] = ask.ask_id
 
     @staticmethod
     def _question_params(question: Question, rev: Revision) -> dict[str, Any]:
@@ -772,19 +838,33 @@ class ServerSession:
         if question is None:
             return
         ask.answers[question.key] = answer
-        if not ask.pending:
+        if not ask.pending and not ask.deferred:
             del self._asks[ask_id]
+            rec = self._inflight.get(ask.token)
+            if rec is not None and rec.task is not None and self._tasks is not None:
+                self._tasks.resume(rec.task, self._now)
             self._actions.append(Answered(token=ask.token, ask_id=ask_id, answers=ask.answers))
 
     def _ask_timed_out(self, ask: _Ask) -> None:
         """The question's own deadline passed: the client is told, the call gets *cancel*."""
+        for question in ask.deferred:  # never sent: no tasks/result came to carry it
+            ask.answers[question.key] = self._unanswered(question)
+        ask.deferred = []
         for request_id, question in list(ask.pending.items()):
             self._withdraw(request_id, "no answer within the question's deadline")
-            if question.method == "elicitation/create":
-                answer: Mapping[str, Any] = {"result": {"action": "cancel"}}  # not answered is not declined
-            else:
-                answer = {"error": {"code": -32001, "message": "the client did not answer in time"}}
-            self._answer(ask.ask_id, request_id, answer)
+            self._answer(ask.ask_id, request_id, self._unanswered(question))
+        if ask.ask_id in self._asks and not ask.pending:
+            del self._asks[ask.ask_id]
+            rec = self._inflight.get(ask.token)
+            if rec is not None and rec.task is not None and self._tasks is not None:
+                self._tasks.resume(rec.task, self._now)
+            self._actions.append(Answered(token=ask.token, ask_id=ask.ask_id, answers=ask.answers))
+
+    @staticmethod
+    def _unanswered(question: Question) -> Mapping[str, Any]:
+        if question.method == "elicitation/create":
+            return {"result": {"action": "cancel"}}  # not answered is not declined
+        return {"error": {"code": -32001, "message": "the client did not answer in time"}}
 
     def _withdraw(self, request_id: int, reason: str) -> None:
         self._question_ids.pop(request_id, None)
@@ -804,7 +884,10 @@ class ServerSession:
                 if withdraw:
                     self._withdraw(request_id, "the request that asked was cancelled")
                 else:
+                    # The call ended first: a late answer is dropped quietly,
+                    # never handed to the application as a reply of its own.
                     self._question_ids.pop(request_id, None)
+                    self._outgoing.pop(request_id, None)
 
     def _ask_modern(self, rec: _InFlight, ask_id: int, questions: list[Question]) -> None:
         answers = {q.key: {"result": rec.held.pop(q.key)} for q in questions if q.key in rec.held}
@@ -823,6 +906,7 @@ class ServerSession:
     ) -> None:
         """Answer the current request ``input_required``; the call waits for the retry."""
         assert self._rounds is not None
+        self._promotions.pop(rec.token, None)  # the retry decides afresh
         try:
             parked = self._rounds.park(
                 token=rec.token,
@@ -845,6 +929,7 @@ class ServerSession:
             self._forget_token(rec_token)
             return
         parked.answered = dict(answered)
+        parked.held = rec.held  # what the first request sent ahead stays for later questions
         result = {
             "resultType": "input_required",
             "inputRequests": {q.key: q.as_input_request() for q in questions},
@@ -891,9 +976,17 @@ class ServerSession:
             )
             return
         # The retry answers under the call's token: the handler still runs as it.
+        if req.method == "tools/call" and not self._task_gate(rec, params):
+            self._rounds.forget(parked.token)
+            self._cancelled_tokens.add(parked.token)
+            self._actions.append(CancelRequest(token=parked.token, reason="the retry was refused"))
+            return
         rec.token = parked.token
         rec.round = parked.round
+        rec.held = parked.held
         self._cancelled_tokens.discard(parked.token)
+        if rec.task_support is not None:
+            self._promotions[rec.token] = self._now + self.config.task_after
         self._inflight[rec.token] = rec
         self._by_peer_id[req.id] = rec.token
         answers = dict(parked.answered)
@@ -907,8 +1000,252 @@ class ServerSession:
         self._trace("resumed", request_id=req.id, round=parked.round)
         self._actions.append(Answered(token=rec.token, ask_id=parked.ask_id, answers=answers))
 
+    # ------------------------------------------------------------------
+    # Tasks (digest §10; _tasks for the store)
+    # ------------------------------------------------------------------
+
+    def promote(self, token: int) -> bool:
+        """Make call ``token`` a task now, if its client can take one; returns whether it is one.
+
+        A 2026-07-28 call to a task-supporting tool whose client declared the
+        tasks extension otherwise becomes a task after ``task_after``; a tool
+        that will ask questions of a task calls this first, so the questions
+        go to ``tasks/get`` instead of inline.
+        """
+        rec = self._inflight.get(token)
+        if rec is None:
+            return False
+        if rec.task is None and self._promotions.pop(token, None) is not None:
+            self._start_task(rec)
+        return rec.task is not None
+
+    def _task_gate(self, rec: _InFlight, params: Mapping[str, Any]) -> bool:
+        """Decide whether a ``tools/call`` runs as a task; ``False`` when it was refused."""
+        support_of = self.config.task_support
+        if self._tasks is None or support_of is None:
+            return True
+        name = params.get("name")
+        support = support_of(name) if isinstance(name, str) else None
+        if support is None:
+            return True  # an unknown tool: the application says so
+        if rec.modern:
+            # The extension decides on the server's side; a `task` param is ignored.
+            declared = _declares_tasks_extension(rec.capabilities)
+            if support == "required" and not declared:
+                self._error_in(
+                    rec.batch,
+                    rec.id,
+                    MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    f"tool {name!r} runs only as a task; declare the {TASKS_EXTENSION} extension in "
+                    "clientCapabilities.extensions on this request",
+                    {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+                    rec.revision,
+                    rec.stream,
+                )
+                return False
+            if declared and support in ("optional", "required"):
+                rec.task_support = support
+            return True
+        if rec.revision < Revision.V2025_11_25:
+            return True  # no tasks before 2025-11-25: `task` means nothing there
+        hint = params.get("task")
+        problem = None
+        if hint is not None and support not in ("optional", "required"):
+            problem = f"tool {name!r} does not run as a task (its execution.taskSupport is {support!r})"
+        elif hint is None and support == "required":
+            problem = f"tool {name!r} runs only as a task; call it with params.task"
+        elif hint is not None and not isinstance(hint, dict):
+            self._error_in(
+                rec.batch,
+                rec.id,
+                INVALID_PARAMS,
+                "Invalid params: task must be an object",
+                None,
+                rec.revision,
+                rec.stream,
+            )
+            return False
+        if problem is not None:
+            self._error_in(rec.batch, rec.id, METHOD_NOT_FOUND, problem, None, rec.revision, rec.stream)
+            return False
+        if isinstance(hint, dict):
+            ttl = hint.get("ttl")
+            rec.core_task_ttl = ttl if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0 else 0
+        return True
+
+    def _start_task(self, rec: _InFlight, *, reply: bool = True) -> None:
+        """Answer the call's request with a new task; the call goes on as that task."""
+        assert self._tasks is not None
+        model: Literal["core", "ext"] = "ext" if rec.modern else "core"
+        try:
+            task = self._tasks.create(
+                owner=self._identity, model=model, now=self._now, ttl_ms=rec.core_task_ttl or None
+            )
+        except OverflowError as exc:
+            if model == "ext" and rec.task_support == "optional":
+                return  # the call simply stays synchronous
+            self._cancel_with_error(rec, INTERNAL_ERROR, str(exc))
+            return
+        rec.task = task
+        self._runners[task.task_id] = rec.token
+        self._trace("task-created", request_id=rec.id, task=task.task_id, model=model)
+        if not reply:
+            return
+        if model == "core":
+            self._core_tasks.add(task.task_id)
+            result: dict[str, Any] = {"task": task.core_view(self._tasks.wall_offset)}
+            self._reply(rec, Response(id=rec.id, result=result).to_obj())
+        else:
+            self._reply(rec, Response(id=rec.id, result=self._create_task_result(task)).to_obj())
+        # The request is answered: the call now belongs to the task.  Its own
+        # stream is gone, and the request's id can be reused.
+        if self._by_peer_id.get(rec.id) == rec.token:
+            del self._by_peer_id[rec.id]
+        rec.stream = self._take_token()
+        rec.batch = None
+
+    def _create_task_result(self, task: Task) -> dict[str, Any]:
+        assert self._tasks is not None
+        view = task.ext_view(self._tasks.wall_offset)
+        for inline in ("result", "error", "inputRequests"):
+            view.pop(inline, None)  # those belong to tasks/get
+        view["resultType"] = "task"
+        view["_meta"] = {META_SERVER_INFO: self._server_info[Revision.V2026_07_28]}
+        return view
+
+    def _cancel_with_error(self, rec: _InFlight, code: int, message: str) -> None:
+        token = rec.token
+        self._promotions.pop(token, None)
+        self._forget(rec)
+        if rec.dispatched:
+            self._cancelled_tokens.add(token)
+            self._actions.append(CancelRequest(token=token, reason=message))
+        self._reply(rec, ErrorResponse(id=rec.id, code=code, message=message).to_obj(), code)
+
+    def _settles_task(
+        self,
+        token: int,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """The application answered a call that is (or must become) a task: settle it."""
+        rec = self._inflight.get(token)
+        if rec is None:
+            return False
+        self._promotions.pop(token, None)
+        quick = rec.task is None
+        if quick:
+            if rec.task_support != "required":
+                return False  # answered before it became a task: an ordinary reply
+            self._start_task(rec, reply=False)  # a required task answers with a task even when quick
+        task = rec.task
+        if task is None:
+            return True  # the store was full: the request got an error
+        assert self._tasks is not None
+        self._forget(rec)
+        self._runners.pop(task.task_id, None)
+        if error is not None:
+            self._tasks.fail(task, error, self._now)
+        else:
+            assert result is not None
+            self._tasks.complete(task, result, self._now)
+        if quick:
+            self._reply(rec, Response(id=rec.id, result=self._create_task_result(task)).to_obj())
+        return True
+
+    def _ask_in_task(self, rec: _InFlight, ask_id: int, questions: list[Question]) -> None:
+        """2026-07-28: the task waits in ``input_required``; ``tasks/update`` brings the answers."""
+        assert rec.task is not None and self._tasks is not None
+        answered = {q.key: {"result": rec.held.pop(q.key)} for q in questions if q.key in rec.held}
+        if len(answered) == len(questions):
+            self._actions.append(Answered(token=rec.token, ask_id=ask_id, answers=answered))
+            return
+        self._tasks.ask(rec.task, ask_id, questions, self._now, answered)
+
+    def task_changed(self, task: Task, what: str) -> bool:
+        """The task store's news (see ``TaskWatcher``): runners, waiters and listens follow it."""
+        queued = len(self._actions)
+        token = self._runners.get(task.task_id)
+        rec = self._inflight.get(token) if token is not None else None
+        if rec is not None:
+            if what == "cancelled":
+                del self._runners[task.task_id]
+                self._trace("task-cancelled", task=task.task_id)
+                self._drop_asks(rec.token, withdraw=True)
+                self._forget(rec)
+                self._cancelled_tokens.add(rec.token)
+                self._actions.append(CancelRequest(token=rec.token, reason="the task was cancelled"))
+            elif what == "answered" and task.ask_id is not None:
+                self._actions.append(
+                    Answered(token=rec.token, ask_id=task.ask_id, answers=dict(task.answers))
+                )
+        if task.terminal:
+            for waiter in self._result_waiters.pop(task.task_id, []):
+                self._send_task_result(waiter, task)
+        if task.task_id in self._core_tasks and what != "created":
+            rev = self._negotiated
+            if self._state is _READY and rev is not None and rev >= Revision.V2025_11_25:
+                assert self._tasks is not None
+                self._notify(
+                    "notifications/tasks/status", task.core_view(self._tasks.wall_offset), None, rev, None
+                )
+            if task.terminal:
+                self._core_tasks.discard(task.task_id)
+        if what != "created":
+            for token in list(self._task_listens):
+                listen = self._inflight[token]
+                assert listen.listen is not None
+                if task.task_id in listen.listen.task_ids:
+                    self._notify_task(listen, task)
+        return len(self._actions) > queued
+
+    def _notify_task(self, listen: _InFlight, task: Task) -> None:
+        assert self._tasks is not None
+        params = task.ext_view(self._tasks.wall_offset)
+        params["_meta"] = {META_SUBSCRIPTION_ID: listen.id}
+        self._notify("notifications/tasks", params, None, listen.shape_revision, listen.stream)
+
+    def _sync_watch(self) -> None:
+        """Follow the task store only while something here depends on it."""
+        if self._tasks is None:
+            return
+        wanted = self._state is not _CLOSED and bool(
+            self._runners or self._result_waiters or self._core_tasks or self._task_listens
+        )
+        if wanted and not self._watching:
+            self._tasks.watch(self)
+        elif not wanted and self._watching:
+            self._tasks.unwatch(self)
+        self._watching = wanted
+
+    def _send_task_result(self, rec: _InFlight, task: Task) -> None:
+        """Answer a 2025-11-25 ``tasks/result``: what the call itself would have answered."""
+        self._forget(rec)
+        related = {META_RELATED_TASK: {"taskId": task.task_id}}
+        if task.status == "completed" and task.result is not None:
+            shaped = downgrade(
+                task.result, "CallToolResult", rec.revision, strict=self.config.policy.strict(rec.revision)
+            )
+            result = dict(shaped)
+            result["_meta"] = {**(result.get("_meta") or {}), **related}
+            self._reply(rec, Response(id=rec.id, result=result).to_obj())
+            return
+        if task.status == "failed" and task.error is not None:
+            code = task.error.get("code", INTERNAL_ERROR)
+            message = task.error.get("message", "the task failed")
+            data = task.error.get("data")
+        else:
+            code, message, data = INVALID_PARAMS, f"task {task.task_id} was cancelled; it has no result", None
+        self._reply(rec, ErrorResponse(id=rec.id, code=code, message=message, data=data).to_obj(), code)
+
     def send_request(
-        self, method: str, params: Mapping[str, Any] | None = None, *, related: int | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        related: int | None = None,
+        stream: int | None = None,
     ) -> int:
         """Send a server-to-client request; returns its (negative) id.
 
@@ -925,7 +1262,8 @@ class ServerSession:
         request_id = self._next_server_id
         self._next_server_id -= 1
         self._outgoing[request_id] = method
-        stream = self._inflight[related].stream if related is not None and related in self._inflight else None
+        if stream is None and related is not None and related in self._inflight:
+            stream = self._inflight[related].stream
         self._emit(Request(id=request_id, method=method, params=params).to_obj(), stream, False)
         return request_id
 
@@ -1104,8 +1442,14 @@ class ServerSession:
                     )
                     return
                 rec.held = dict(held)  # answers sent ahead of the questions: kept for them
+        if req.method == "tools/call" and not self._task_gate(rec, req.params or {}):
+            return
         self._inflight[token] = rec
         self._by_peer_id[req.id] = token
+        if rec.task_support is not None:
+            self._promotions[token] = self._now + self.config.task_after
+        if rec.core_task_ttl is not None:
+            self._start_task(rec)  # 2025-11-25: {task} goes back before the tool runs
         if rec.dispatched:
             context = RequestContext(
                 token=token,
@@ -1350,14 +1694,28 @@ class ServerSession:
         if isinstance(uris, list) and offered("resources", "subscribe"):
             agreed = [u for u in uris if isinstance(u, str)]
             honoured["resourceSubscriptions"] = agreed
+        visible: list[Task] = []
         if "taskIds" in wanted:
-            honoured["taskIds"] = []  # no task is visible to this caller (tasks arrive with the task store)
+            ids = wanted["taskIds"]
+            if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+                raise RemoteProtocolError(
+                    "Invalid params: notifications.taskIds must be an array of strings", code=INVALID_PARAMS
+                )
+            store = self._tasks
+            for task_id in dict.fromkeys(ids):
+                task = store.get(task_id, self._identity, self._now) if store is not None else None
+                if task is not None and task.model == "ext":
+                    visible.append(task)
+            honoured["taskIds"] = [t.task_id for t in visible]  # only what will be delivered
         rec.listen = _Listen(
             tools="toolsListChanged" in honoured,
             prompts="promptsListChanged" in honoured,
             resources="resourcesListChanged" in honoured,
             uris=frozenset(agreed),
+            task_ids=frozenset(t.task_id for t in visible),
         )
+        if visible:
+            self._task_listens.add(rec.token)
         self._notify(
             "notifications/subscriptions/acknowledged",
             {"notifications": honoured, "_meta": {META_SUBSCRIPTION_ID: rec.id}},
@@ -1365,17 +1723,79 @@ class ServerSession:
             rec.shape_revision,
             rec.stream,
         )
+        for task in visible:  # the current state at once, then every change
+            self._notify_task(rec, task)
         # stays open until cancelled or end of input
 
-    def _tasks(self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement) -> dict[str, Any]:
-        if rec.method == "tasks/list":
-            return {"tasks": []}
+    def _task_requests(
+        self, rec: _InFlight, params: Mapping[str, Any], judged: _Judgement
+    ) -> dict[str, Any] | None:
+        """``tasks/*``: the 2025-11-25 methods for legacy peers, the extension's for 2026-07-28."""
+        store = self._tasks
+        method = rec.method
+        if store is None or self.config.task_support is None:
+            raise RemoteProtocolError(
+                f"Method not found: {method}; this server runs no tasks (it declares none)",
+                code=METHOD_NOT_FOUND,
+                http_status=404,
+            )
+        if method == "tasks/list":
+            cursor = params.get("cursor")
+            if cursor is not None:
+                raise RemoteProtocolError(
+                    "Invalid params: this server sends every task in one page, so no cursor is valid",
+                    code=INVALID_PARAMS,
+                )
+            owned = store.owned_by(self._identity, self._now) if store is not None else []
+            wall = store.wall_offset if store is not None else 0.0
+            return {"tasks": [t.core_view(wall) for t in owned if t.model == "core"]}
         task_id = params.get("taskId")
         if not isinstance(task_id, str):
             raise RemoteProtocolError("Invalid params: taskId must be a string", code=INVALID_PARAMS)
-        raise RemoteProtocolError(
-            f"Invalid params: no task {task_id!r} is visible to this caller", code=INVALID_PARAMS
-        )
+        model = "ext" if rec.modern else "core"
+        task = store.get(task_id, self._identity, self._now) if store is not None else None
+        if task is None or task.model != model:
+            raise RemoteProtocolError(
+                f"Invalid params: no task {task_id!r} is visible to this caller (unknown, expired, "
+                "or created by another client)",
+                code=INVALID_PARAMS,
+            )
+        assert store is not None
+        if method == "tasks/get":
+            return task.ext_view(store.wall_offset) if rec.modern else task.core_view(store.wall_offset)
+        if method == "tasks/cancel":
+            if rec.modern:
+                store.cancel(
+                    task, self._now, "cancelled by the client"
+                )  # a finished task: an ack all the same
+                return {}
+            if task.terminal:
+                raise RemoteProtocolError(
+                    f"Invalid params: task {task_id!r} is already {task.status}; it cannot be cancelled",
+                    code=INVALID_PARAMS,
+                )
+            store.cancel(task, self._now, "cancelled by the client")
+            return task.core_view(store.wall_offset)
+        if method == "tasks/update":
+            responses = params.get("inputResponses")
+            if not isinstance(responses, dict) or not _answers_shape(responses):
+                raise RemoteProtocolError(
+                    "Invalid params: inputResponses must be an object whose values are the answers' objects",
+                    code=INVALID_PARAMS,
+                )
+            store.answer(task, responses, self._now)  # keys nobody asked are ignored
+            return {}
+        # tasks/result (2025-11-25): blocks until the task ends
+        if task.terminal:
+            self._send_task_result(rec, task)
+            return None
+        self._result_waiters.setdefault(task.task_id, []).append(rec)
+        runner = self._inflight.get(self._runners.get(task.task_id, 0))
+        for ask in self._asks.values():
+            if runner is not None and ask.token == runner.token and ask.deferred:
+                questions, ask.deferred = ask.deferred, []
+                self._send_questions(runner, ask, questions, rec.stream)  # on this request's stream
+        return None
 
     def _listens(self) -> Iterable[_InFlight]:
         return [r for r in self._inflight.values() if r.listen is not None]
@@ -1418,8 +1838,13 @@ class ServerSession:
 
     def _cancel(self, rec: _InFlight, reason: str | None) -> None:
         """Stop answering ``rec``: nothing more is sent for it."""
+        self._promotions.pop(rec.token, None)
         self._drop_asks(rec.token, withdraw=True)
         self._forget(rec)
+        if rec.task is not None and self._tasks is not None:
+            # The connection that ran the task is going: the task ends with it.
+            self._runners.pop(rec.task.task_id, None)
+            self._tasks.cancel(rec.task, self._now, reason or "the connection ended")
         if rec.dispatched:
             self._cancelled_tokens.add(rec.token)
             self._actions.append(CancelRequest(token=rec.token, reason=reason))
@@ -1431,6 +1856,7 @@ class ServerSession:
 
     def _forget(self, rec: _InFlight) -> None:
         self._inflight.pop(rec.token, None)
+        self._task_listens.discard(rec.token)
         if self._by_peer_id.get(rec.id) == rec.token:
             del self._by_peer_id[rec.id]
 
@@ -1571,6 +1997,13 @@ class ServerSession:
                     caps[kind].pop("listChanged", None)
             if isinstance(caps.get("resources"), dict):
                 caps["resources"].pop("subscribe", None)
+        if self._tasks is None or self.config.task_support is None:  # nowhere to keep a task
+            caps.pop("tasks", None)
+            extensions = caps.get("extensions")
+            if isinstance(extensions, dict) and TASKS_EXTENSION in extensions:
+                caps["extensions"] = {k: v for k, v in extensions.items() if k != TASKS_EXTENSION}
+                if not caps["extensions"]:
+                    del caps["extensions"]
         return caps
 
     def _trace(self, event: str, **detail: Any) -> None:
@@ -1595,10 +2028,14 @@ def _answers_shape(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
 
 
+def _declares_tasks_extension(capabilities: Mapping[str, Any]) -> bool:
+    declared = capabilities.get("extensions")
+    return isinstance(declared, dict) and TASKS_EXTENSION in declared
+
+
 def _require_tasks_extension(judged: _Judgement, what: str) -> None:
     """``-32021`` unless this request declared the tasks extension (ext-tasks, 2026-07-28)."""
-    declared = judged.capabilities.get("extensions")
-    if not (isinstance(declared, dict) and TASKS_EXTENSION in declared):
+    if not _declares_tasks_extension(judged.capabilities):
         raise RemoteProtocolError(
             f"{what} belongs to the {TASKS_EXTENSION} extension; declare it in "
             "clientCapabilities.extensions on this request",
@@ -1615,9 +2052,9 @@ _CORE_HANDLERS: Final[dict[str, _CoreHandler]] = {
     "resources/subscribe": ServerSession._subscribe,
     "resources/unsubscribe": ServerSession._subscribe,
     "subscriptions/listen": ServerSession._listen,
-    "tasks/get": ServerSession._tasks,
-    "tasks/result": ServerSession._tasks,
-    "tasks/cancel": ServerSession._tasks,
-    "tasks/list": ServerSession._tasks,
-    "tasks/update": ServerSession._tasks,
+    "tasks/get": ServerSession._task_requests,
+    "tasks/result": ServerSession._task_requests,
+    "tasks/cancel": ServerSession._task_requests,
+    "tasks/list": ServerSession._task_requests,
+    "tasks/update": ServerSession._task_requests,
 }

@@ -16,6 +16,7 @@ from ._framing import DEFAULT_MAX_LINE, EndOfInput, Line, LineReader, LineTooLon
 from ._jsonrpc import decode
 from ._rounds import RoundTable
 from ._session import ServerConfig, ServerSession
+from ._tasks import TaskStore
 
 __all__ = ["StdioServerConnection"]
 
@@ -24,9 +25,15 @@ class StdioServerConnection:
     """One stdio peer.  Feed it bytes; drain ``next_actions()`` after every call."""
 
     def __init__(
-        self, config: ServerConfig, *, max_line: int = DEFAULT_MAX_LINE, rounds: RoundTable | None = None
+        self,
+        config: ServerConfig,
+        *,
+        max_line: int = DEFAULT_MAX_LINE,
+        rounds: RoundTable | None = None,
+        tasks: TaskStore | None = None,
     ) -> None:
-        self.session = ServerSession(config, newline=True, can_push=True, rounds=rounds)
+        self.session = ServerSession(config, newline=True, can_push=True, rounds=rounds, tasks=tasks)
+        self._tasks = tasks
         self._reader = LineReader(max_line)
         self._ended = False
 
@@ -57,7 +64,12 @@ class StdioServerConnection:
                 session.receive_eof(now)
 
     def next_actions(self) -> list[Action]:
+        if self._tasks is not None:
+            self._tasks.take_touched()  # one session: its actions are these
         return self.session.next_actions()
+
+    def promote(self, token: int) -> bool:
+        return self.session.promote(token)
 
     def get_timer(self) -> float | None:
         return self.session.get_timer()

@@ -27,7 +27,15 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
-from ..core import DEFAULT_MAX_LINE, HttpConfig, HttpServer, RoundTable, ServerConfig, StdioServerConnection
+from ..core import (
+    DEFAULT_MAX_LINE,
+    HttpConfig,
+    HttpServer,
+    RoundTable,
+    ServerConfig,
+    StdioServerConnection,
+    TaskStore,
+)
 from ..server import Server
 
 __all__ = ["LOOPS", "HttpConfig", "serve_http", "serve_stdio"]
@@ -54,7 +62,10 @@ def serve_stdio(
     if loop not in LOOPS:
         raise ValueError(f"unknown loop {loop!r}; choose one of {', '.join(LOOPS)}")
     conn = StdioServerConnection(
-        config or server.session_config(trace=trace), max_line=max_line, rounds=new_round_table(state_key)
+        config or server.session_config(trace=trace),
+        max_line=max_line,
+        rounds=new_round_table(state_key),
+        tasks=new_task_store(),
     )
     if loop == "blocking":
         from ._blocking import serve_blocking
@@ -84,6 +95,11 @@ def serve_stdio(
 def new_round_table(key: bytes | None = None) -> RoundTable:
     """Where calls wait for 2026-07-28 answers; the key signs their requestState."""
     return RoundTable(key=key or secrets.token_bytes(32), instance=secrets.token_hex(6))
+
+
+def new_task_store() -> TaskStore:
+    """Where tasks live; the random key makes their ids unguessable."""
+    return TaskStore(key=secrets.token_bytes(32), instance=secrets.token_hex(6))
 
 
 def new_session_id() -> str:
@@ -137,6 +153,7 @@ def serve_http(
         http,
         new_session_id=new_session_id,
         rounds=new_round_table(state_key),
+        tasks=new_task_store(),
     )
     sockets: list[socket.socket] = []
     urls: list[str] = []

@@ -38,6 +38,8 @@ class Core(Protocol):
 
     def suspend_stream(self, token: int) -> None: ...
 
+    def promote(self, token: int) -> bool: ...
+
     def ask(self, token: int, questions: list[Question]) -> int: ...
 
     def notify_list_changed(self, kind: str) -> None: ...
@@ -106,6 +108,10 @@ class PostingSink:
     def close_stream(self, token: int) -> None:
         session = self.session
         self.post(lambda: session.suspend_stream(token))
+
+    def promote(self, token: int) -> None:
+        session = self.session
+        self.post(lambda: session.promote(token))
 
 
 def change_listener(post: Post, session: Core) -> Callable[[str, str | None], None]:

@@ -33,7 +33,7 @@ import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, Literal, Protocol, TypeVar, overload
 
 import fastjsonschema
 
@@ -51,7 +51,7 @@ from ..core import (
     ServerConfig,
     SpecPolicy,
 )
-from ..core._revisions import LOG_LEVELS, REVISIONS
+from ..core._revisions import LOG_LEVELS, REVISIONS, TASKS_EXTENSION
 from ._content import to_call_result
 from ._schema import context_parameter, schema_for_signature
 
@@ -68,6 +68,7 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+TaskSupport = Literal["forbidden", "optional", "required"]
 
 
 class McpError(Exception):
@@ -96,6 +97,8 @@ class RequestSink(Protocol):
     def log(self, token: int, level: str, data: Any, logger: str | None) -> None: ...
 
     def close_stream(self, token: int) -> None: ...
+
+    def promote(self, token: int) -> None: ...
 
     async def ask(self, token: int, questions: list[Question]) -> Answered | None:
         """Put questions to the client and wait (``None``: the request was cancelled)."""
@@ -266,6 +269,16 @@ class Context:
         """The client's roots."""
         q = self.question("roots/list", key=key)
         return list((await self.ask(q))[q.key].get("roots", []))
+
+    def promote_to_task(self) -> None:
+        """Run this call as a task from now on, if its client can take one (2026-07-28 extension).
+
+        Questions asked afterwards wait on ``tasks/get``/``tasks/update``
+        instead of answering the request ``input_required``.  Nothing happens
+        for a client that did not declare the tasks extension, or for a tool
+        without ``task_support``.
+        """
+        self._sink.promote(self.request.token)
 
     def close_stream(self) -> None:
         """Close this request's event stream now and go on working (SSE polling).
@@ -476,6 +489,7 @@ class Server:
         annotations: Mapping[str, Any] | None = None,
         icons: Sequence[Mapping[str, Any]] | None = None,
         meta: Mapping[str, Any] | None = None,
+        task_support: TaskSupport | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -491,8 +505,21 @@ class Server:
         annotations: Mapping[str, Any] | None = None,
         icons: Sequence[Mapping[str, Any]] | None = None,
         meta: Mapping[str, Any] | None = None,
+        task_support: TaskSupport | None = None,
     ) -> F | Callable[[F], F]:
-        """Register a tool.  Usable bare (``@server.tool``) or with options."""
+        """Register a tool.  Usable bare (``@server.tool``) or with options.
+
+        ``task_support`` (``"forbidden"``, ``"optional"``, ``"required"``) lets
+        calls run as tasks: a 2025-11-25 client asks for one with
+        ``params.task``; for a 2026-07-28 client that declared the tasks
+        extension, the server makes a call a task once it has run
+        ``task_after`` (``required``: always), or when the tool calls
+        ``ctx.promote_to_task()``.
+        """
+        if task_support not in (None, "forbidden", "optional", "required"):
+            raise ValueError(
+                f"task_support must be 'forbidden', 'optional' or 'required', not {task_support!r}"
+            )
 
         def register(func: F) -> F:
             ctx_param = context_parameter(func, Context)
@@ -510,6 +537,7 @@ class Server:
                     "annotations": dict(annotations) if annotations else None,
                     "icons": [dict(i) for i in icons] if icons else None,
                     "_meta": dict(meta) if meta else None,
+                    "execution": {"taskSupport": task_support} if task_support else None,
                 }
             )
             self._tools[tool_name] = _Tool(
@@ -702,7 +730,21 @@ class Server:
             caps["resources"] = {"subscribe": self.subscribe, "listChanged": self.list_changed}
         if self._completers:
             caps["completions"] = {}
+        if any(self.task_support(name) in ("optional", "required") for name in self._tools):
+            # 2025-11-25 spells it as a capability, 2026-07-28 as an extension;
+            # the session keeps each for its own revision.
+            caps["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+            caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
+
+    def task_support(self, tool: str) -> str | None:
+        """``execution.taskSupport`` of ``tool`` (``"forbidden"`` when unset), ``None`` if unknown."""
+        entry = self._tools.get(tool)
+        if entry is None:
+            return None
+        execution = entry.definition.get("execution")
+        support = execution.get("taskSupport") if isinstance(execution, dict) else None
+        return support if isinstance(support, str) else "forbidden"
 
     def header_params(self, tool: str) -> Mapping[str, str]:
         """Arguments of ``tool`` that 2026-07-28 HTTP mirrors as ``Mcp-Param-*`` headers.
@@ -741,6 +783,7 @@ class Server:
             ages=ages or Ages(),
             drain=drain,
             trace=trace,
+            task_support=self.task_support,
         )
 
     # ------------------------------------------------------------------

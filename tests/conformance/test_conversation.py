@@ -89,7 +89,10 @@ def test_negotiation_declares_what_the_revision_defines(peer: Peer, revision: st
         caps = result["capabilities"]
     assert {"tools", "prompts", "resources", "logging"} <= set(caps)
     assert ("completions" in caps) == at_least(revision, "2025-03-26")
-    assert "tasks" not in caps and ("extensions" not in caps or revision == MODERN)
+    # The demo has tools that run as tasks: 2025-11-25 declares the core
+    # capability, 2026-07-28 the extension, and no other revision either.
+    assert ("tasks" in caps) == (revision == "2025-11-25")
+    assert ("extensions" in caps) == (revision == MODERN)
     assert caps["tools"] == {"listChanged": False}  # the demo's list is fixed
     assert peer.close() == 0
 

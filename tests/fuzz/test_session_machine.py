@@ -185,7 +185,7 @@ class Expect:
     kind: str  # "error", "result", "dispatch", "listen"
     reply_id: Any = None  # the id the reply carries (None: JSON null)
     codes: frozenset[int] = frozenset()
-    detail: str = ""  # "initialize", "ping", "empty", "tasks", "discover" for results the session builds
+    detail: str = ""  # "initialize", "ping", "empty", "discover" for results the session builds
     rev: Revision = R24  # the revision the request is judged under
     modern: bool = False
     honoured: dict[str, Any] | None = None  # for a listen: what the acknowledgement says
@@ -409,7 +409,7 @@ class SessionMachine(RuleBasedStateMachine):
                     return error(METHOD_NOT_FOUND, rev=R26, modern=True)
                 if not ext_ok:
                     return error(-32021, rev=R26, modern=True)
-                return error(INVALID_PARAMS, rev=R26, modern=True)  # no task is visible
+                return error(METHOD_NOT_FOUND, rev=R26, modern=True)  # this server keeps no tasks
             if rule is None or rule.removed_for(R26):
                 return error(METHOD_NOT_FOUND, rev=R26, modern=True)
             if method == "server/discover":
@@ -436,10 +436,8 @@ class SessionMachine(RuleBasedStateMachine):
             return Expect("result", rid, detail="empty", rev=legacy_rev, effect=(method, uri))
         if method == "subscriptions/listen":
             return self.predict_listen(rid, params, self.client_caps, legacy_rev, modern=False)
-        if method == "tasks/list":
-            return Expect("result", rid, detail="tasks", rev=legacy_rev)
         if method.startswith("tasks/"):
-            return error(INVALID_PARAMS)
+            return error(METHOD_NOT_FOUND)  # this server keeps no tasks (no TaskStore)
         return Expect("dispatch", rid, rev=legacy_rev)
 
     def predict_listen(
@@ -496,8 +494,6 @@ class SessionMachine(RuleBasedStateMachine):
             assert result["serverInfo"] == SERVER_INFO
         elif expect.detail == "empty":
             assert result == {}, reply
-        elif expect.detail == "tasks":
-            assert result == {"tasks": []}, reply
         elif expect.detail == "discover":
             assert result["supportedVersions"] == [MODERN], reply
         elif expect.detail == "listen":
