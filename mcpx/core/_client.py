@@ -1,0 +1,595 @@
+"""The client session: mcpx talking to one upstream server, both eras, as a pure state machine.
+
+The mirror image of ``_session`` (seed §4; digest §3, §5, §11–12):
+
+* **Legacy servers negotiate once.**  ``start()`` sends ``initialize``
+  offering one revision (the newest legacy one by default); the server's
+  answer must name a revision mcpx speaks, else the session fails with a
+  message saying which it offered.  ``notifications/initialized`` follows
+  and the session is READY; requests before that are a ``LocalProtocolError``.
+* **2026-07-28 servers restate everything.**  There is no handshake; every
+  request carries ``_meta`` with the protocol version, the client's
+  capabilities (cut to 2026-07-28) and its ``clientInfo``.
+* **Ids are the core's.**  Requests get ids from a counter of this session, so
+  responses are matched by (connection, id) — a session is one connection —
+  and never by id alone.  The application holds a *handle*: the first id of
+  the call.  A call that is answered ``input_required`` keeps its handle across
+  retries, while each retry goes out with a fresh id.
+* **Questions from the server, one shape.**  A legacy server's
+  ``elicitation/create``, ``sampling/createMessage`` and ``roots/list``
+  requests arrive as ``ServerRequest``; a 2026-07-28 result with
+  ``resultType: "input_required"`` arrives as ``InputRequired``.  Whoever
+  answers them (the resolver) sees the same method and params either way;
+  ``resume`` sends the retry with ``inputResponses`` and the ``requestState``
+  exactly as received.  A server request the client did not declare the
+  capability for, or that its revision lacks, is answered ``-32601`` here.
+  A request from a 2026-07-28 server is not answered at all (that revision
+  has no server-to-client requests) unless ``answer_modern_requests``.
+* **Results are terminal unless they say otherwise.**  A missing
+  ``resultType`` (every legacy server) is ``"complete"``; an unknown one is a
+  failure of that call, never a guess.
+* **Cancellation** is ``notifications/cancelled`` — except for a 2026-07-28
+  request on a transport with a stream per request (Streamable HTTP), where
+  it is closing that stream (``AbandonStream``).  A server's
+  ``notifications/cancelled`` for a request it sent withdraws it.
+* **Progress** tokens are the session's own (``mcpx-<n>``), unique on the
+  connection; reports for a call that has ended, or that do not increase,
+  are dropped.
+
+Inputs: ``start``, ``request``, ``resume``, ``cancel``, ``answer``,
+``answer_error``, ``notify``, ``receive_json``, ``receive_eof``.  Outputs:
+``next_actions()`` after each.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from ._actions import Send, Trace
+from ._downgrade import downgrade
+from ._errors import INTERNAL_ERROR, METHOD_NOT_FOUND, LocalProtocolError
+from ._jsonrpc import (
+    ErrorResponse,
+    InvalidMessage,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    parse_message,
+)
+from ._revisions import (
+    LEGACY_REVISIONS,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+    META_PROTOCOL_VERSION,
+    Revision,
+    Sender,
+    method_rule,
+)
+
+__all__ = [
+    "AbandonStream",
+    "ClientAction",
+    "ClientSession",
+    "Completed",
+    "Failed",
+    "InputRequired",
+    "Progress",
+    "Ready",
+    "ServerNotification",
+    "ServerRequest",
+    "ServerRequestCancelled",
+]
+
+MODERN: Final = Revision.V2026_07_28
+NEWEST_LEGACY: Final = LEGACY_REVISIONS[-1]
+
+# A server request and the client capability that must have been declared for it.
+_QUESTION_CAPABILITY: Final = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ready:
+    """``initialize`` succeeded: what the server negotiated and declared."""
+
+    revision: Revision
+    capabilities: Mapping[str, Any]
+    server_info: Mapping[str, Any]
+    instructions: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completed:
+    handle: int
+    result: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failed:
+    """The call ended with a JSON-RPC error (the server's, or the session's own)."""
+
+    handle: int
+    error: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputRequired:
+    """A 2026-07-28 server needs answers; ``resume(handle, responses)`` sends the retry."""
+
+    handle: int
+    input_requests: Mapping[str, Any]
+    request_state: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    handle: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerRequest:
+    """A legacy server asks something; answer with ``answer``/``answer_error``."""
+
+    request_id: RequestId
+    method: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerRequestCancelled:
+    request_id: RequestId
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerNotification:
+    method: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbandonStream:
+    """Close the stream of call ``handle`` (how 2026-07-28 HTTP cancels a request)."""
+
+    handle: int
+
+
+ClientAction = (
+    Send
+    | Ready
+    | Completed
+    | Failed
+    | InputRequired
+    | Progress
+    | ServerRequest
+    | ServerRequestCancelled
+    | ServerNotification
+    | AbandonStream
+    | Trace
+)
+
+
+@dataclass(slots=True)
+class _Call:
+    handle: int
+    method: str
+    params: dict[str, Any]  # as the application gave them (without _meta bookkeeping)
+    progress_token: str | None = None
+    last_progress: float | None = None
+    log_level: str | None = None
+    rounds: int = 0
+    waiting: bool = True  # False while the application holds an InputRequired
+
+
+@dataclass(slots=True)
+class _State:
+    started: bool = False
+    ready: bool = False
+    failed: str | None = None
+    closed: bool = False
+    revision: Revision | None = None
+    server_capabilities: Mapping[str, Any] = field(default_factory=dict)
+    server_info: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ClientSession:
+    """The client side of one connection to an upstream server; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        client_info: Mapping[str, Any],
+        capabilities: Mapping[str, Any] | None = None,
+        modern: bool = False,
+        offer: Revision = NEWEST_LEGACY,
+        revisions: tuple[Revision, ...] = tuple(LEGACY_REVISIONS),
+        newline: bool = False,
+        stream_per_request: bool = False,
+        answer_modern_requests: bool = False,
+        max_rounds: int = 8,
+        trace: bool = False,
+    ) -> None:
+        if not modern and offer not in revisions:
+            raise ValueError(f"offer {offer} is not among the revisions this client speaks")
+        self.client_info = dict(client_info)
+        self.capabilities = dict(capabilities or {})
+        self.modern = modern
+        self._offer = offer
+        self._revisions = revisions
+        self._dump_option = orjson.OPT_APPEND_NEWLINE if newline else 0
+        self._stream_per_request = stream_per_request
+        self._answer_modern_requests = answer_modern_requests
+        self._max_rounds = max_rounds
+        self._trace_on = trace
+        self._ids: Iterator[int] = itertools.count(1)
+        self._tokens: Iterator[int] = itertools.count(1)
+        self._calls: dict[int, _Call] = {}  # handle -> call
+        self._by_id: dict[RequestId, int] = {}  # request id on the wire -> handle
+        self._by_token: dict[str, int] = {}  # progress token -> handle
+        self._server_requests: set[RequestId] = set()  # asked of us, not yet answered
+        self._init_id: int | None = None
+        self._state = _State(ready=modern, revision=MODERN if modern else None)
+        self._actions: list[ClientAction] = []
+
+    # -- introspection ----------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self._state.ready and not self._state.closed
+
+    @property
+    def revision(self) -> Revision | None:
+        """The revision requests are sent under (negotiated, or 2026-07-28)."""
+        return self._state.revision
+
+    @property
+    def server_capabilities(self) -> Mapping[str, Any]:
+        return self._state.server_capabilities
+
+    @property
+    def server_info(self) -> Mapping[str, Any]:
+        return self._state.server_info
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._calls)
+
+    def next_actions(self) -> list[ClientAction]:
+        actions, self._actions = self._actions, []
+        return actions
+
+    # -- the application's side ------------------------------------------------------
+
+    def start(self) -> int:
+        """Legacy: send ``initialize``; returns its handle (``Ready`` or ``Failed`` follows)."""
+        if self.modern:
+            raise LocalProtocolError("a 2026-07-28 session has no handshake; send requests directly")
+        if self._state.started:
+            raise LocalProtocolError("start() was called already")
+        self._state.started = True
+        params = {
+            "protocolVersion": str(self._offer),
+            "capabilities": self._declared(self._offer),
+            "clientInfo": self.client_info,
+        }
+        handle = self._send_request("initialize", params, handle=None)
+        self._init_id = handle
+        self._calls[handle] = _Call(handle=handle, method="initialize", params=params)
+        return handle
+
+    def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        progress: bool = False,
+        log_level: str | None = None,
+    ) -> int:
+        """Send any request; returns the call's handle.
+
+        ``progress`` asks for progress reports (a token of the session's
+        own); ``log_level`` is the 2026-07-28 per-request level.
+        """
+        self._check_open()
+        if not self.ready:
+            raise LocalProtocolError("the session is not ready: start() and wait for Ready first")
+        call = _Call(handle=0, method=method, params=dict(params or {}), log_level=log_level)
+        if progress:
+            call.progress_token = f"mcpx-{next(self._tokens)}"
+        handle = self._send_request(method, self._wire_params(call), handle=None)
+        call.handle = handle
+        self._calls[handle] = call
+        if call.progress_token is not None:
+            self._by_token[call.progress_token] = handle
+        return handle
+
+    def resume(self, handle: int, responses: Mapping[str, Any], *, request_state: str | None = None) -> None:
+        """Answer an ``InputRequired``: the retry goes out with a fresh id.
+
+        ``request_state`` must be the one ``InputRequired`` carried (pass it
+        back untouched, or leave ``None`` when there was none).
+        """
+        call = self._calls.get(handle)
+        if call is None or call.waiting:
+            raise LocalProtocolError(f"call {handle} is not waiting for answers")
+        call.waiting = True
+        params = self._wire_params(call)
+        params["inputResponses"] = dict(responses)
+        if request_state is not None:
+            params["requestState"] = request_state  # echoed exactly as the server sent it
+        self._send_request(call.method, params, handle=handle)
+
+    def cancel(self, handle: int, reason: str | None = None) -> None:
+        """The caller gave up on ``handle``: tell the server; nothing more is reported for it."""
+        call = self._calls.pop(handle, None)
+        if call is None:
+            return
+        wire_ids = [rid for rid, h in self._by_id.items() if h == handle]
+        for rid in wire_ids:
+            del self._by_id[rid]
+        if call.progress_token is not None:
+            self._by_token.pop(call.progress_token, None)
+        if call.method == "initialize":
+            return  # initialize cannot be cancelled (every revision says so)
+        if self.modern and self._stream_per_request:
+            self._actions.append(AbandonStream(handle=handle))
+            return
+        if call.waiting and wire_ids:
+            params: dict[str, Any] = {"requestId": wire_ids[-1]}
+            if reason is not None:
+                params["reason"] = reason
+            self._send_notification("notifications/cancelled", params)
+
+    def answer(self, request_id: RequestId, result: Mapping[str, Any]) -> None:
+        """Answer a ``ServerRequest`` (dropped if the server withdrew it meanwhile)."""
+        if request_id in self._server_requests:
+            self._server_requests.discard(request_id)
+            self._emit(Response(id=request_id, result=dict(result)).to_obj())
+
+    def answer_error(self, request_id: RequestId, code: int, message: str, data: Any = None) -> None:
+        if request_id in self._server_requests:
+            self._server_requests.discard(request_id)
+            self._emit(ErrorResponse(id=request_id, code=code, message=message, data=data).to_obj())
+
+    def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        self._check_open()
+        self._send_notification(method, dict(params) if params is not None else None)
+
+    # -- the server's side ----------------------------------------------------------
+
+    def receive_json(self, obj: Any) -> None:
+        """One decoded JSON value from the server."""
+        if self._state.closed:
+            return
+        if isinstance(obj, list):
+            for item in obj:  # a 2025-03-26 batch of responses or requests
+                self.receive_json(item)
+            return
+        try:
+            message = parse_message(obj)
+        except InvalidMessage as exc:
+            self._trace("invalid-message", reason=exc.message)
+            return
+        if isinstance(message, Request):
+            self._server_request(message)
+        elif isinstance(message, Notification):
+            self._server_notification(message)
+        else:
+            self._response(message)
+
+    def receive_eof(self) -> None:
+        """The server went away: every call still open fails."""
+        if self._state.closed:
+            return
+        self._state.closed = True
+        for handle in list(self._calls):
+            self._fail(handle, INTERNAL_ERROR, "the server closed the connection before answering")
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._state.closed:
+            raise LocalProtocolError("the connection to the server is closed")
+        if self._state.failed is not None:
+            raise LocalProtocolError(self._state.failed)
+
+    def _declared(self, rev: Revision) -> dict[str, Any]:
+        caps: dict[str, Any] = downgrade(self.capabilities, "ClientCapabilities", rev)
+        return caps
+
+    def _wire_params(self, call: _Call) -> dict[str, Any]:
+        params = dict(call.params)
+        meta = dict(params.get("_meta") or {})
+        if call.progress_token is not None:
+            meta["progressToken"] = call.progress_token
+        if self.modern:
+            meta[META_PROTOCOL_VERSION] = str(MODERN)
+            meta[META_CLIENT_CAPABILITIES] = self._declared(MODERN)
+            meta[META_CLIENT_INFO] = self.client_info
+            if call.log_level is not None:
+                meta[META_LOG_LEVEL] = call.log_level
+        if meta:
+            params["_meta"] = meta
+        return params
+
+    def _send_request(self, method: str, params: Mapping[str, Any], *, handle: int | None) -> int:
+        request_id = next(self._ids)
+        handle = request_id if handle is None else handle
+        self._by_id[request_id] = handle
+        self._emit(Request(id=request_id, method=method, params=dict(params)).to_obj(), stream=handle)
+        return handle
+
+    def _send_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
+        self._emit(Notification(method=method, params=dict(params) if params is not None else None).to_obj())
+
+    def _emit(self, obj: dict[str, Any], stream: int | None = None) -> None:
+        self._actions.append(Send(payload=orjson.dumps(obj, option=self._dump_option), stream=stream))
+
+    def _fail(self, handle: int, code: int, message: str, data: Any = None) -> None:
+        call = self._calls.pop(handle, None)
+        if call is None:
+            return
+        for rid in [rid for rid, h in self._by_id.items() if h == handle]:
+            del self._by_id[rid]
+        if call.progress_token is not None:
+            self._by_token.pop(call.progress_token, None)
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        self._actions.append(Failed(handle=handle, error=error))
+
+    def _response(self, message: Response | ErrorResponse) -> None:
+        handle = self._by_id.pop(message.id, None) if message.id is not None else None
+        if handle is None:
+            self._trace("unmatched-response", id=message.id)
+            return
+        call = self._calls.get(handle)
+        if call is None:
+            return
+        if isinstance(message, ErrorResponse):
+            self._calls.pop(handle)
+            if call.progress_token is not None:
+                self._by_token.pop(call.progress_token, None)
+            if handle == self._init_id:
+                self._state.failed = f"initialize failed: {message.message}"
+            self._actions.append(Failed(handle=handle, error=message.error_object()))
+            return
+        if handle == self._init_id:
+            self._initialized(call, message.result)
+            return
+        result = message.result
+        kind = result.get("resultType") if isinstance(result, Mapping) else None
+        if kind == "input_required" and self.modern:
+            requests = result.get("inputRequests")
+            state = result.get("requestState")
+            if not isinstance(requests, dict) or (state is not None and not isinstance(state, str)):
+                self._fail(handle, INTERNAL_ERROR, "the server answered input_required without inputRequests")
+                return
+            call.rounds += 1
+            if call.rounds > self._max_rounds:
+                self._fail(handle, INTERNAL_ERROR, f"the server asked more than {self._max_rounds} rounds")
+                self._abandon_wire(handle)
+                return
+            call.waiting = False
+            self._actions.append(InputRequired(handle=handle, input_requests=requests, request_state=state))
+            return
+        if kind not in (None, "complete"):
+            self._fail(handle, INTERNAL_ERROR, f"the server answered with an unknown resultType {kind!r}")
+            return
+        self._calls.pop(handle)
+        if call.progress_token is not None:
+            self._by_token.pop(call.progress_token, None)
+        self._actions.append(Completed(handle=handle, result=result))
+
+    def _abandon_wire(self, handle: int) -> None:
+        if self.modern and self._stream_per_request:
+            self._actions.append(AbandonStream(handle=handle))
+
+    def _initialized(self, call: _Call, result: Mapping[str, Any]) -> None:
+        self._calls.pop(call.handle, None)
+        version = result.get("protocolVersion")
+        rev = next((r for r in self._revisions if r == version), None)
+        if rev is None:
+            spoken = ", ".join(str(r) for r in self._revisions)
+            self._state.failed = (
+                f"the server answered initialize with protocol version {version!r}; mcpx offered "
+                f"{self._offer} and speaks {spoken}"
+            )
+            self._actions.append(
+                Failed(handle=call.handle, error={"code": INTERNAL_ERROR, "message": self._state.failed})
+            )
+            return
+        caps = result.get("capabilities")
+        info = result.get("serverInfo")
+        instructions = result.get("instructions")
+        self._state.revision = rev
+        self._state.server_capabilities = caps if isinstance(caps, dict) else {}
+        self._state.server_info = info if isinstance(info, dict) else {}
+        self._state.ready = True
+        self._send_notification("notifications/initialized", None)
+        self._actions.append(
+            Ready(
+                revision=rev,
+                capabilities=self._state.server_capabilities,
+                server_info=self._state.server_info,
+                instructions=instructions if isinstance(instructions, str) else None,
+            )
+        )
+
+    def _server_request(self, req: Request) -> None:
+        if self.modern and not self._answer_modern_requests:
+            self._trace("modern-server-request-ignored", method=req.method)
+            return  # 2026-07-28 has no server-to-client requests: not answered
+        if req.method == "ping":
+            self._emit(Response(id=req.id, result={}).to_obj())
+            return
+        rev = self._state.revision or NEWEST_LEGACY
+        rule = method_rule(req.method, sender=Sender.SERVER)
+        needs = _QUESTION_CAPABILITY.get(req.method)
+        problem = None
+        if rule is None or needs is None:
+            problem = f"Method not found: {req.method}"
+        elif not rule.defined_in(rev) and not self.modern:
+            problem = f"Method not found: {req.method} is not a server request in MCP {rev}"
+        elif needs not in self._declared(rev):
+            problem = f"Method not found: this client did not declare {needs}"
+        if problem is not None:
+            self._emit(ErrorResponse(id=req.id, code=METHOD_NOT_FOUND, message=problem).to_obj())
+            return
+        self._server_requests.add(req.id)
+        self._actions.append(ServerRequest(request_id=req.id, method=req.method, params=req.params or {}))
+
+    def _server_notification(self, note: Notification) -> None:
+        params = note.params or {}
+        if note.method == "notifications/cancelled":
+            request_id = params.get("requestId")
+            if request_id in self._server_requests:
+                self._server_requests.discard(request_id)
+                reason = params.get("reason")
+                self._actions.append(
+                    ServerRequestCancelled(
+                        request_id=request_id, reason=reason if isinstance(reason, str) else None
+                    )
+                )
+            return  # a cancel naming anything else is ignored
+        if note.method == "notifications/progress":
+            token = params.get("progressToken")
+            handle = self._by_token.get(token) if isinstance(token, str) else None
+            call = self._calls.get(handle) if handle is not None else None
+            progress = params.get("progress")
+            if call is None or not isinstance(progress, int | float) or isinstance(progress, bool):
+                return
+            if call.last_progress is not None and not progress > call.last_progress:
+                return  # never backwards
+            call.last_progress = progress
+            total = params.get("total")
+            message = params.get("message")
+            self._actions.append(
+                Progress(
+                    handle=call.handle,
+                    progress=progress,
+                    total=total if isinstance(total, int | float) and not isinstance(total, bool) else None,
+                    message=message if isinstance(message, str) else None,
+                )
+            )
+            return
+        if note.method == "notifications/tasks/status":
+            return  # mcpx polls task state rather than tracking it (seed §4.2)
+        self._actions.append(ServerNotification(method=note.method, params=params))
+
+    def _trace(self, event: str, **detail: Any) -> None:
+        if self._trace_on:
+            self._actions.append(Trace(event=event, detail=detail))

@@ -1,0 +1,320 @@
+"""The client session, against scripted servers and against mcpx's own server session.
+
+Back to back with ``ServerSession`` (both pure, bytes carried by the test),
+the client must negotiate every legacy revision, speak 2026-07-28 without a
+handshake, and resolve the server's questions — server requests or
+``input_required`` rounds — through the same answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from mcpx.core import (
+    Answered,
+    HandleRequest,
+    LocalProtocolError,
+    Question,
+    Revision,
+    RoundTable,
+    Send,
+    ServerConfig,
+    ServerSession,
+)
+from mcpx.core._client import (
+    AbandonStream,
+    ClientSession,
+    Completed,
+    Failed,
+    InputRequired,
+    Progress,
+    Ready,
+    ServerNotification,
+    ServerRequest,
+    ServerRequestCancelled,
+)
+
+INFO = {"name": "test-client", "version": "1"}
+LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+
+
+def frames(actions: list[Any]) -> list[dict[str, Any]]:
+    return [orjson.loads(a.payload) for a in actions if isinstance(a, Send)]
+
+
+def only(actions: list[Any], kind: type) -> Any:
+    (found,) = [a for a in actions if isinstance(a, kind)]
+    return found
+
+
+# -- against a scripted server ------------------------------------------------------
+
+
+def test_legacy_handshake_offers_the_newest_and_accepts_a_counter_offer_it_speaks() -> None:
+    c = ClientSession(client_info=INFO, capabilities={"roots": {"listChanged": True}})
+    with pytest.raises(LocalProtocolError):
+        c.request("tools/list")  # not ready before initialize
+    handle = c.start()
+    (init,) = frames(c.next_actions())
+    assert init["method"] == "initialize" and init["params"]["protocolVersion"] == "2025-11-25"
+    assert init["params"]["capabilities"] == {"roots": {"listChanged": True}}
+    c.receive_json(
+        {
+            "jsonrpc": "2.0",
+            "id": init["id"],
+            "result": {
+                "protocolVersion": "2025-03-26",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "s", "version": "1"},
+            },
+        }
+    )
+    actions = c.next_actions()
+    assert frames(actions) == [{"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    ready = only(actions, Ready)
+    assert ready.revision == Revision.V2025_03_26 and ready.capabilities == {"tools": {}}
+    assert c.ready and handle == init["id"]
+
+
+def test_a_version_the_client_does_not_speak_fails_with_what_it_offered() -> None:
+    c = ClientSession(client_info=INFO)
+    c.start()
+    (init,) = frames(c.next_actions())
+    c.receive_json({"jsonrpc": "2.0", "id": init["id"], "result": {"protocolVersion": "1999-01-01"}})
+    failed = only(c.next_actions(), Failed)
+    assert "1999-01-01" in failed.error["message"] and "2025-11-25" in failed.error["message"]
+    with pytest.raises(LocalProtocolError, match="1999-01-01"):
+        c.request("ping")
+
+
+def test_modern_requests_restate_version_capabilities_and_client_info() -> None:
+    c = ClientSession(client_info=INFO, capabilities={"elicitation": {}}, modern=True)
+    handle = c.request("tools/list", {"cursor": "x"}, log_level="info")
+    (frame,) = frames(c.next_actions())
+    meta = frame["params"]["_meta"]
+    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert meta["io.modelcontextprotocol/clientCapabilities"] == {"elicitation": {}}
+    assert meta["io.modelcontextprotocol/clientInfo"] == INFO
+    assert meta["io.modelcontextprotocol/logLevel"] == "info"
+    assert "inputResponses" not in frame["params"] and "requestState" not in frame["params"]
+    c.receive_json({"jsonrpc": "2.0", "id": frame["id"], "result": {"tools": [], "resultType": "complete"}})
+    assert only(c.next_actions(), Completed).handle == handle
+
+
+def test_input_required_rounds_keep_the_handle_use_fresh_ids_and_echo_the_state() -> None:
+    c = ClientSession(client_info=INFO, capabilities={"elicitation": {}}, modern=True)
+    handle = c.request("tools/call", {"name": "t"})
+    (first,) = frames(c.next_actions())
+    state = "opaque.state/with=odd chars"
+    c.receive_json(
+        {
+            "jsonrpc": "2.0",
+            "id": first["id"],
+            "result": {
+                "resultType": "input_required",
+                "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "?"}}},
+                "requestState": state,
+            },
+        }
+    )
+    asked = only(c.next_actions(), InputRequired)
+    assert asked.handle == handle and asked.request_state == state
+    c.resume(handle, {"q": {"action": "accept"}}, request_state=asked.request_state)
+    (retry,) = frames(c.next_actions())
+    assert retry["id"] != first["id"] and retry["params"]["requestState"] == state
+    assert retry["params"]["inputResponses"] == {"q": {"action": "accept"}}
+    # The first id is spent: a late answer to it is not this call's.
+    c.receive_json({"jsonrpc": "2.0", "id": first["id"], "result": {"content": []}})
+    assert c.next_actions() == []
+    c.receive_json(
+        {"jsonrpc": "2.0", "id": retry["id"], "result": {"content": []}}
+    )  # no resultType: complete
+    assert only(c.next_actions(), Completed).handle == handle
+
+
+def test_an_unknown_result_type_fails_the_call() -> None:
+    c = ClientSession(client_info=INFO, modern=True)
+    handle = c.request("tools/call", {"name": "t"})
+    (frame,) = frames(c.next_actions())
+    c.receive_json({"jsonrpc": "2.0", "id": frame["id"], "result": {"resultType": "task", "taskId": "x"}})
+    failed = only(c.next_actions(), Failed)
+    assert failed.handle == handle and "resultType" in failed.error["message"]
+
+
+def test_cancellation_per_era() -> None:
+    legacy = ClientSession(client_info=INFO, modern=False)
+    legacy._state.ready = True  # as after a handshake
+    legacy._state.revision = Revision.V2025_06_18
+    h = legacy.request("tools/call", {"name": "slow"})
+    (frame,) = frames(legacy.next_actions())
+    legacy.cancel(h, "user gave up")
+    (note,) = frames(legacy.next_actions())
+    assert note == {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": frame["id"], "reason": "user gave up"},
+    }
+    legacy.receive_json({"jsonrpc": "2.0", "id": frame["id"], "result": {"content": []}})
+    assert legacy.next_actions() == []  # nothing more is reported for it
+    http = ClientSession(client_info=INFO, modern=True, stream_per_request=True)
+    h = http.request("tools/call", {"name": "slow"})
+    http.next_actions()
+    http.cancel(h)
+    assert http.next_actions() == [AbandonStream(handle=h)]
+
+
+def test_server_requests_only_for_declared_capabilities_and_withdrawals() -> None:
+    c = ClientSession(client_info=INFO, capabilities={"roots": {}})
+    c._state.ready, c._state.revision = True, Revision.V2025_06_18
+    c.receive_json({"jsonrpc": "2.0", "id": -1, "method": "sampling/createMessage", "params": {}})
+    (refused,) = frames(c.next_actions())
+    assert refused["error"]["code"] == -32601 and "sampling" in refused["error"]["message"]
+    c.receive_json({"jsonrpc": "2.0", "id": -2, "method": "roots/list"})
+    asked = only(c.next_actions(), ServerRequest)
+    assert asked.method == "roots/list"
+    c.receive_json({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": -2}})
+    assert only(c.next_actions(), ServerRequestCancelled).request_id == -2
+    c.answer(-2, {"roots": []})
+    assert c.next_actions() == []  # withdrawn: no answer goes out
+    c.receive_json({"jsonrpc": "2.0", "id": 7, "method": "ping"})
+    assert frames(c.next_actions()) == [{"jsonrpc": "2.0", "id": 7, "result": {}}]
+
+
+def test_a_modern_server_request_is_not_answered() -> None:
+    c = ClientSession(client_info=INFO, capabilities={"roots": {}}, modern=True)
+    c.receive_json({"jsonrpc": "2.0", "id": 1, "method": "roots/list"})
+    assert c.next_actions() == []
+
+
+def test_progress_is_the_sessions_own_token_never_backwards_and_not_after_the_end() -> None:
+    c = ClientSession(client_info=INFO, modern=True)
+    h = c.request("tools/call", {"name": "t"}, progress=True)
+    (frame,) = frames(c.next_actions())
+    token = frame["params"]["_meta"]["progressToken"]
+    assert token.startswith("mcpx-")
+    for value in (1, 1, 0.5, 2):
+        c.receive_json(
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": value},
+            }
+        )
+    assert [p.progress for p in c.next_actions() if isinstance(p, Progress)] == [1, 2]
+    c.receive_json({"jsonrpc": "2.0", "id": frame["id"], "result": {}})
+    c.receive_json(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": 3},
+        }
+    )
+    assert [type(a) for a in c.next_actions()] == [Completed]
+    assert h == frame["id"]
+
+
+def test_end_of_input_fails_every_open_call_and_notifications_pass_through() -> None:
+    c = ClientSession(client_info=INFO, modern=True)
+    a, b = c.request("tools/list"), c.request("prompts/list")
+    c.next_actions()
+    c.receive_json({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    assert c.next_actions() == [ServerNotification(method="notifications/tools/list_changed", params={})]
+    c.receive_eof()
+    assert sorted(f.handle for f in c.next_actions() if isinstance(f, Failed)) == [a, b]
+
+
+# -- against mcpx's own server session ----------------------------------------------
+
+
+def serve(server: ServerSession, client: ClientSession, answer: Any) -> list[Any]:
+    """Carry bytes both ways until quiet; the 'application' echoes tools and asks when told to."""
+    events: list[Any] = []
+    for _ in range(100):
+        moved = False
+        for action in client.next_actions():
+            if isinstance(action, Send):
+                server.receive_json(orjson.loads(action.payload), now=0.0)
+                moved = True
+            elif isinstance(action, ServerRequest):
+                client.answer(action.request_id, answer(action.method, action.params))
+                moved = True
+            elif isinstance(action, InputRequired):
+                responses = {
+                    k: answer(q["method"], q.get("params", {})) for k, q in action.input_requests.items()
+                }
+                client.resume(action.handle, responses, request_state=action.request_state)
+                moved = True
+            else:
+                events.append(action)
+        for action in server.next_actions():
+            if isinstance(action, Send):
+                client.receive_json(orjson.loads(action.payload))
+                moved = True
+            elif isinstance(action, HandleRequest):
+                if action.params.get("name") == "ask":
+                    server.ask(
+                        action.token,
+                        [
+                            Question(
+                                key="name",
+                                method="elicitation/create",
+                                params={
+                                    "message": "Name?",
+                                    "requestedSchema": {
+                                        "type": "object",
+                                        "properties": {"n": {"type": "string"}},
+                                    },
+                                },
+                            )
+                        ],
+                        now=0.0,
+                    )
+                else:
+                    server.respond(action.token, {"content": [{"type": "text", "text": "ok"}]})
+                moved = True
+            elif isinstance(action, Answered) and action.refused is not None:
+                server.respond_error(action.token, -32602, action.refused)
+                moved = True
+            elif isinstance(action, Answered):
+                name = (action.answers or {})["name"]["result"]["content"]["n"]
+                server.respond(action.token, {"content": [{"type": "text", "text": f"hi {name}"}]})
+                moved = True
+        if not moved:
+            return events
+    raise AssertionError("the two sessions never went quiet")
+
+
+def own_server() -> ServerSession:
+    config = ServerConfig(server_info={"name": "mcpx", "version": "1"}, capabilities={"tools": {}})
+    return ServerSession(config, rounds=RoundTable(key=b"k" * 32, instance="t"))
+
+
+def elicit_answer(method: str, params: Any) -> dict[str, Any]:
+    assert method == "elicitation/create"
+    return {"action": "accept", "content": {"n": "Ada"}}
+
+
+@pytest.mark.parametrize("revision", [*LEGACY, "2026-07-28"])
+def test_talks_to_mcpx_in_every_revision_and_questions_resolve_the_same_way(revision: str) -> None:
+    modern = revision == "2026-07-28"
+    caps = {"elicitation": {}}
+    offer = Revision.V2025_11_25 if modern else Revision(revision)
+    client = ClientSession(client_info=INFO, capabilities=caps, modern=modern, offer=offer)
+    server = own_server()
+    if not modern:
+        client.start()
+        events = serve(server, client, elicit_answer)
+        assert only(events, Ready).revision == Revision(revision)
+    plain = client.request("tools/call", {"name": "echo"})
+    assert only(serve(server, client, elicit_answer), Completed).handle == plain
+    asks = client.request("tools/call", {"name": "ask"})
+    events = serve(server, client, elicit_answer)
+    if revision in ("2024-11-05", "2025-03-26"):  # no elicitation yet: the tool is refused the question
+        failed = only(events, Failed)
+        assert failed.handle == asks and "elicitation" in failed.error["message"]
+        return
+    done = only(events, Completed)
+    assert done.handle == asks and done.result["content"][0]["text"] == "hi Ada"
