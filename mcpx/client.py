@@ -1,0 +1,343 @@
+"""``mcpx.client``: talk to one MCP server from async Python (asyncio or trio, through anyio).
+
+A thin driver around the pure ``ClientSession`` (``mcpx.core._client``): it
+spawns the server (stdio), moves bytes, and turns the session's actions into
+awaited results.  Both eras, one API::
+
+    async with connect_stdio(["python", "-m", "some_server"], resolver=answer) as client:
+        tools = await client.list_tools()
+        result = await client.call_tool("echo", {"text": "hi"})
+
+``resolver(method, params)`` answers the server's questions —
+``elicitation/create``, ``sampling/createMessage``, ``roots/list`` — whether a
+legacy server sent them as requests or a 2026-07-28 server answered
+``input_required``: the same function, the same arguments (seed §4.1).  The
+client declares only the capabilities it is given, so a server never asks
+what nobody can answer.
+
+The spawned server runs without a shell; its stderr is kept, bounded, for
+error messages; closing the client closes the server's stdin, waits, then
+terminates and finally kills it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.abc
+import orjson
+
+from .core import Revision, Send, Trace
+from .core._client import (
+    AbandonStream,
+    ClientSession,
+    Completed,
+    Failed,
+    InputRequired,
+    Progress,
+    Ready,
+    ServerNotification,
+    ServerRequest,
+    ServerRequestCancelled,
+)
+from .core._framing import DEFAULT_MAX_LINE, Line, LineReader, LineTooLong
+
+__all__ = ["Client", "McpCallError", "Resolver", "connect_stdio"]
+
+Resolver = Callable[[str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+CLIENT_INFO = {"name": "mcpx", "version": "0.1.0"}
+STDERR_KEPT = 64 * 1024
+
+
+class McpCallError(Exception):
+    """The server answered a call with a JSON-RPC error (or the connection failed it)."""
+
+    def __init__(self, error: Mapping[str, Any]) -> None:
+        self.code = int(error.get("code", -32603))
+        self.message = str(error.get("message", "error"))
+        self.data = error.get("data")
+        super().__init__(f"{self.message} ({self.code})")
+
+
+class _Pending:
+    __slots__ = ("event", "outcome")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.outcome: Completed | Failed | None = None
+
+
+class Client:
+    """One connection to one server; create it with ``connect_stdio``."""
+
+    def __init__(
+        self,
+        session: ClientSession,
+        write: Callable[[bytes], Awaitable[None]],
+        tg: anyio.abc.TaskGroup,
+        resolver: Resolver | None,
+    ) -> None:
+        self.session = session
+        self._write = write
+        self._tg = tg
+        self._resolver = resolver
+        self._pending: dict[int, _Pending] = {}
+        self._answering: dict[Any, anyio.CancelScope] = {}
+        self._progress: dict[int, Callable[[Progress], None]] = {}
+        self.notifications: deque[ServerNotification] = deque(maxlen=1000)
+        self.ready = anyio.Event()
+        self.ready_info: Ready | None = None
+        self.stderr = bytearray()  # the server's stderr, the last STDERR_KEPT bytes
+        self._lock = anyio.Lock()
+
+    # -- what callers use ------------------------------------------------------------
+
+    @property
+    def revision(self) -> Revision | None:
+        return self.session.revision
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> Mapping[str, Any]:
+        """Any request; its result, or ``McpCallError``.  Cancelling the caller cancels upstream."""
+        handle = self.session.request(method, params, progress=on_progress is not None)
+        pending = self._pending[handle] = _Pending()
+        if on_progress is not None:
+            self._progress[handle] = on_progress
+        try:
+            await self._flush()
+            await pending.event.wait()
+        except BaseException:
+            if pending.outcome is None:
+                with anyio.CancelScope(shield=True):
+                    self.session.cancel(handle, "the caller gave up")
+                    await self._flush()
+            raise
+        finally:
+            self._pending.pop(handle, None)
+            self._progress.pop(handle, None)
+        outcome = pending.outcome
+        if isinstance(outcome, Failed):
+            raise McpCallError(outcome.error)
+        assert isinstance(outcome, Completed)
+        return outcome.result
+
+    async def list_all(self, method: str, key: str, params: Mapping[str, Any] | None = None) -> list[Any]:
+        """Every page of a ``*/list`` method (``nextCursor`` followed to the end)."""
+        items: list[Any] = []
+        cursor: Any = None
+        for _ in range(10_000):
+            page_params = dict(params or {})
+            if cursor is not None:
+                page_params["cursor"] = cursor
+            page = await self.request(method, page_params)
+            items.extend(page.get(key) or [])
+            cursor = page.get("nextCursor")
+            if not cursor:
+                return items
+        raise McpCallError({"code": -32603, "message": f"{method} never stopped paging"})
+
+    async def list_tools(self) -> list[Mapping[str, Any]]:
+        return await self.list_all("tools/list", "tools")
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+        return await self.request("tools/call", {"name": name, "arguments": dict(arguments or {})})
+
+    # -- the driver ---------------------------------------------------------------------
+
+    async def _flush(self) -> None:
+        """Carry out what the session queued (in order; one writer at a time)."""
+        async with self._lock:
+            for action in self.session.next_actions():
+                await self._perform(action)
+
+    async def _perform(self, action: object) -> None:
+        if isinstance(action, Send):
+            await self._write(action.payload)
+        elif isinstance(action, Completed | Failed):
+            pending = self._pending.get(action.handle)
+            if pending is not None:
+                pending.outcome = action
+                pending.event.set()
+        elif isinstance(action, InputRequired):
+            self._tg.start_soon(self._resolve_round, action)
+        elif isinstance(action, ServerRequest):
+            scope = anyio.CancelScope()
+            self._answering[action.request_id] = scope
+            self._tg.start_soon(self._resolve_request, action, scope)
+        elif isinstance(action, ServerRequestCancelled):
+            withdrawn = self._answering.get(action.request_id)
+            if withdrawn is not None:
+                withdrawn.cancel()
+        elif isinstance(action, Progress):
+            callback = self._progress.get(action.handle)
+            if callback is not None:
+                callback(action)
+        elif isinstance(action, ServerNotification):
+            self.notifications.append(action)
+        elif isinstance(action, Ready):
+            self.ready_info = action
+            self.ready.set()
+        elif isinstance(action, AbandonStream | Trace):
+            pass  # stdio has no per-request streams; traces are for the CLI's --trace
+        if isinstance(action, Failed) and action.handle not in self._pending and not self.ready.is_set():
+            self.ready.set()  # initialize failed: wake whoever waits for Ready
+
+    async def _answer(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        if self._resolver is None:
+            raise McpCallError({"code": -32601, "message": f"this client cannot answer {method}"})
+        return await self._resolver(method, params)
+
+    async def _resolve_request(self, request: ServerRequest, scope: anyio.CancelScope) -> None:
+        with scope:
+            try:
+                result = await self._answer(request.method, request.params)
+            except McpCallError as exc:
+                self.session.answer_error(request.request_id, exc.code, exc.message, exc.data)
+            except Exception as exc:  # the resolver broke: the server gets an error, not silence
+                self.session.answer_error(request.request_id, -32603, f"the client could not answer: {exc}")
+            else:
+                self.session.answer(request.request_id, result)
+            await self._flush()
+        if request.request_id in self._answering:
+            del self._answering[request.request_id]
+
+    async def _resolve_round(self, round_: InputRequired) -> None:
+        responses: dict[str, Any] = {}
+        for key, item in round_.input_requests.items():
+            method = item.get("method") if isinstance(item, Mapping) else None
+            params = item.get("params") if isinstance(item, Mapping) else None
+            if not isinstance(method, str):
+                continue  # nothing we can answer; the server asks again or gives up
+            try:
+                responses[key] = dict(
+                    await self._answer(method, params if isinstance(params, Mapping) else {})
+                )
+            except McpCallError:
+                continue
+        self.session.resume(round_.handle, responses, request_state=round_.request_state)
+        await self._flush()
+
+    async def _read(self, stream: anyio.abc.ByteReceiveStream, max_line: int) -> None:
+        reader = LineReader(max_line)
+        try:
+            async for chunk in stream:
+                for event in reader.feed(chunk):
+                    if isinstance(event, Line):
+                        try:
+                            obj = orjson.loads(event.data)
+                        except orjson.JSONDecodeError:
+                            continue  # a server's junk line: nothing to answer it with
+                        self.session.receive_json(obj)
+                    elif isinstance(event, LineTooLong):
+                        pass  # dropped; the call it belonged to times out or fails at EOF
+                await self._flush()
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        self.session.receive_eof()
+        await self._flush()
+
+
+async def _stop(process: anyio.abc.Process, stdin: anyio.abc.ByteSendStream, grace: float) -> None:
+    """Close the server's input, wait, then terminate, then kill."""
+    await stdin.aclose()
+    with anyio.move_on_after(grace):
+        await process.wait()
+    if process.returncode is None:
+        process.terminate()
+        with anyio.move_on_after(grace):
+            await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+
+
+@contextlib.asynccontextmanager
+async def connect_stdio(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    modern: bool = False,
+    offer: Revision | None = None,
+    capabilities: Mapping[str, Any] | None = None,
+    resolver: Resolver | None = None,
+    client_info: Mapping[str, Any] | None = None,
+    max_line: int = DEFAULT_MAX_LINE,
+    start_timeout: float = 30.0,
+    shutdown_grace: float = 2.0,
+) -> AsyncIterator[Client]:
+    """Spawn ``argv`` (no shell) and talk MCP to it over its stdin and stdout.
+
+    ``modern`` speaks 2026-07-28 (no handshake); otherwise ``initialize``
+    offers ``offer`` (the newest legacy revision by default).
+    """
+    kwargs: dict[str, Any] = {}
+    if offer is not None:
+        kwargs["offer"] = offer
+    session = ClientSession(
+        client_info=client_info or CLIENT_INFO,
+        capabilities=capabilities,
+        modern=modern,
+        newline=True,
+        **kwargs,
+    )
+    full_env = {**os.environ, **env} if env is not None else None
+    process = await anyio.open_process(list(argv), env=full_env, cwd=cwd)
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
+
+    async def keep_stderr(kept: bytearray) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            async for chunk in stderr:
+                kept.extend(chunk)
+                del kept[: max(0, len(kept) - STDERR_KEPT)]
+
+    async def write(data: bytes) -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await stdin.send(data)
+
+    failure: McpCallError | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            client = Client(session, write, tg, resolver)
+            tg.start_soon(keep_stderr, client.stderr)
+            tg.start_soon(client._read, stdout, max_line)
+            if not modern:
+                session.start()
+                await client._flush()
+                with anyio.move_on_after(start_timeout):
+                    await client.ready.wait()
+                if client.ready_info is None:
+                    why = "did not answer initialize" if not client.ready.is_set() else "refused initialize"
+                    detail = client.stderr.decode(errors="replace")[-2000:].strip() or "(nothing)"
+                    failure = McpCallError(
+                        {
+                            "code": -32603,
+                            "message": f"initialize failed: the server {why}; its stderr: {detail}",
+                        }
+                    )
+            if failure is None:
+                try:
+                    yield client
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await _stop(process, stdin, shutdown_grace)
+            tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await process.aclose()
