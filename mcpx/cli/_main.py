@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Annotated
 
+import orjson
 import typer
 
 from .. import __version__
@@ -157,6 +158,69 @@ def demo(
             trace=trace,
             ready=ready,
         )
+
+
+def _argument(text: str) -> tuple[str, object]:
+    """``k=v``: ``v`` as JSON when it parses (numbers, booleans, objects), else as a string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise typer.BadParameter(f"--arg takes key=value, not {text!r}")
+    try:
+        return key, orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return key, value
+
+
+@app.command()
+def call(
+    tool: Annotated[str, typer.Argument(help="The tool to call.")],
+    command: Annotated[
+        list[str], typer.Argument(help="The server to spawn (after --), e.g. -- python -m srv.")
+    ],
+    arg: Annotated[
+        list[str] | None, typer.Option("--arg", help="An argument, key=value (JSON values parse).")
+    ] = None,
+    mcp_spec: Annotated[
+        str | None,
+        typer.Option("--mcp-spec", help="Speak this revision (2026-07-28 or a legacy one to offer)."),
+    ] = None,
+    loop: Annotated[str, typer.Option(help="asyncio or trio.")] = "asyncio",
+) -> None:
+    """Call TOOL on a server spawned from COMMAND over stdio and print its result as JSON.
+
+    Exits 1 when the server answers a JSON-RPC error or the tool reports
+    isError, after printing what it said.
+    """
+    import anyio
+
+    from ..client import McpCallError, connect_stdio
+
+    arguments = dict(_argument(a) for a in arg or [])
+    revision = parse_revision(mcp_spec) if mcp_spec else None
+    modern = revision is not None and revision.is_modern
+    if loop not in ("asyncio", "trio"):
+        raise typer.BadParameter("--loop must be asyncio or trio")
+    outcome: dict[str, object] = {}
+
+    async def main() -> None:
+        async with connect_stdio(command, modern=modern, offer=None if modern else revision) as client:
+            try:
+                outcome["result"] = await client.call_tool(tool, arguments)
+            except McpCallError as exc:
+                outcome["error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+
+    try:
+        anyio.run(main, backend=loop)
+    except McpCallError as exc:
+        typer.echo(f"mcpx: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        typer.echo(f"mcpx: could not start {command[0]!r}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(orjson.dumps(outcome, option=orjson.OPT_INDENT_2).decode())
+    result = outcome.get("result")
+    if "error" in outcome or (isinstance(result, dict) and result.get("isError")):
+        raise typer.Exit(1)
 
 
 def main() -> None:

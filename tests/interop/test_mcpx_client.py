@@ -8,12 +8,14 @@ and a 2026-07-28 ``input_required`` round.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from mcpx.client import McpCallError, connect_stdio
@@ -108,3 +110,34 @@ def test_a_server_that_dies_fails_the_call_instead_of_hanging() -> None:
                     pass
 
     run("asyncio", main)
+
+
+@pytest.mark.parametrize("spec", ["2025-06-18", MODERN])
+def test_mcpx_call_prints_the_result_and_exits_by_it(spec: str) -> None:
+    demo = [sys.executable, "-m", "mcpx", "demo"]
+    mcpx = [sys.executable, "-m", "mcpx", "call"]
+    ok = subprocess.run(
+        [*mcpx, "add", "--arg", "a=2", "--arg", "b=3.5", "--mcp-spec", spec, "--", *demo],
+        check=False,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert orjson.loads(ok.stdout)["result"]["content"][0]["text"] == "5.5"
+    failing = subprocess.run(
+        [*mcpx, "fail", "--mcp-spec", spec, "--", *demo],
+        check=False,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert failing.returncode == 1 and orjson.loads(failing.stdout)["result"]["isError"] is True
+    unknown = subprocess.run(
+        [*mcpx, "nope", "--", *demo], check=False, capture_output=True, timeout=60, cwd=ROOT
+    )
+    assert unknown.returncode == 1 and orjson.loads(unknown.stdout)["error"]["code"] == -32602
+    missing = subprocess.run(
+        [*mcpx, "echo", "--", "/nonexistent/server"], check=False, capture_output=True, timeout=60
+    )
+    assert missing.returncode == 2 and b"could not start" in missing.stderr
