@@ -223,5 +223,54 @@ def call(
         raise typer.Exit(1)
 
 
+def _state_dir(given: str | None) -> str:
+    """``--state``, else ``MCPX_STATE``, else ``$XDG_STATE_HOME/mcpx`` (``~/.local/state/mcpx``)."""
+    import os
+
+    if given:
+        return given
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "mcpx")
+
+
+@app.command()
+def probe(
+    command: Annotated[
+        list[str], typer.Argument(help="The server to spawn (after --), e.g. -- python -m srv.")
+    ],
+    state: Annotated[
+        str | None, typer.Option("--state", help="State directory (era cache).", envvar="MCPX_STATE")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each answer.")] = 5.0,
+) -> None:
+    """Find out which era a server spawned from COMMAND speaks; print it, the revision and the trace.
+
+    The answer is cached per server configuration in <state>/upstream-eras.json,
+    so the next probe starts from it ("cache": "confirmed").  Exits 1 when no
+    era worked.
+    """
+    import anyio
+
+    from ..core._probe import ProbeConfig
+    from ..drivers._eracache import era_cache_path
+    from ..drivers._probe_stdio import describe, probe_stdio
+
+    config = ProbeConfig(client_info={"name": "mcpx", "version": __version__}, timeout=timeout)
+    cache_path = era_cache_path(_state_dir(state))
+
+    async def main() -> object:
+        return await probe_stdio(command, config, cache_path=cache_path)
+
+    try:
+        outcome = anyio.run(main)
+    except OSError as exc:
+        typer.echo(f"mcpx: could not start {command[0]!r}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    shown = describe(outcome)  # type: ignore[arg-type]
+    typer.echo(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
+    if shown["era"] is None:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app()

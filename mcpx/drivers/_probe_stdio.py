@@ -1,0 +1,140 @@
+"""Run the era probe (``mcpx.core._probe``) against a server spawned over stdio.
+
+The driver half of ``EraProbe`` for stdio: spawn the command (no shell), feed
+its stdout lines to the machine, write what it sends, restart the process when
+it asks (``Reconnect``), honour its timer, and stop the process at the end.
+``probe_stdio`` starts from the era cache at ``cache_path`` and records the
+outcome there (spec/era-probe.md "The cache").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from ..core._framing import DEFAULT_MAX_LINE, Line, LineReader
+from ..core._probe import (
+    EraCache,
+    EraProbe,
+    LineReceived,
+    ProbeConfig,
+    ProbeDone,
+    ProbeFailed,
+    Reconnect,
+    SendMessage,
+    TransportClosed,
+)
+from ._eracache import load_era_cache, save_era_cache
+
+__all__ = ["describe", "probe_stdio"]
+
+
+async def probe_stdio(
+    argv: Sequence[str],
+    config: ProbeConfig,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    cache_path: str | os.PathLike[str] | None = None,
+) -> ProbeDone | ProbeFailed:
+    """Probe the server ``argv`` starts; the outcome (also written to the cache, if given)."""
+    key = EraCache.key({"command": argv[0], "args": list(argv[1:]), "env": dict(env or {}), "cwd": cwd})
+    cache = load_era_cache(cache_path) if cache_path is not None else EraCache()
+    probe = EraProbe(config, transport="stdio", cached=cache.get(key))
+    full_env = {**os.environ, **env} if env is not None else None
+    outcome: ProbeDone | ProbeFailed | None = None
+
+    async def run_once(process: anyio.abc.Process) -> bool:
+        """Drive the probe on ``process``; ``True`` when it asked for a fresh process."""
+        assert process.stdin is not None and process.stdout is not None
+        send, receive = anyio.create_memory_object_stream[bytes | None](64)
+
+        async def pump() -> None:
+            assert process.stdout is not None
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for chunk in process.stdout:
+                    await send.send(chunk)
+            await send.send(None)
+
+        reader = LineReader(DEFAULT_MAX_LINE)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump)
+            try:
+                while True:
+                    for action in probe.next_actions():
+                        if isinstance(action, SendMessage):
+                            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                                await process.stdin.send(action.payload + b"\n")
+                        elif isinstance(action, Reconnect):
+                            return True
+                    if probe.outcome is not None:
+                        return False
+                    deadline = probe.get_timer()
+                    chunk: bytes | None = b""
+                    with anyio.move_on_after(max(0.0, (deadline or time.time() + 60) - time.time())):
+                        chunk = await receive.receive()
+                    now = time.time()
+                    if chunk is None:
+                        probe.receive(TransportClosed(reason="the server's stdout ended"), now)
+                    elif chunk:
+                        for event in reader.feed(chunk):
+                            if isinstance(event, Line):
+                                probe.receive(LineReceived(line=bytes(event.data)), now)
+                    elif deadline is not None and now >= deadline:
+                        probe.handle_timer(now)
+            finally:
+                tg.cancel_scope.cancel()
+        return False  # not reached: the loop returns
+
+    probe.start(time.time())
+    while outcome is None:
+        process = await anyio.open_process(list(argv), env=full_env, cwd=cwd)
+        try:
+            again = await run_once(process)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _stop(process)
+        outcome = probe.outcome
+        if outcome is None and not again:
+            break
+    assert outcome is not None
+    if cache_path is not None:
+        cache.record(key, outcome, time.time())
+        save_era_cache(Path(cache_path), cache)
+    return outcome
+
+
+async def _stop(process: anyio.abc.Process, grace: float = 2.0) -> None:
+    if process.stdin is not None:
+        with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await process.stdin.aclose()
+    with anyio.move_on_after(grace):
+        await process.wait()
+    if process.returncode is None:
+        process.terminate()
+        with anyio.move_on_after(grace):
+            await process.wait()
+    if process.returncode is None:
+        process.kill()
+        await process.wait()
+    await process.aclose()
+
+
+def describe(outcome: ProbeDone | ProbeFailed) -> dict[str, Any]:
+    """The outcome as the JSON ``mcpx probe`` prints."""
+    if isinstance(outcome, ProbeFailed):
+        return {"era": None, "error": outcome.reason, "cache": outcome.cache, "trace": list(outcome.trace)}
+    return {
+        "era": outcome.era,
+        "revision": str(outcome.revision) if outcome.revision is not None else None,
+        "server": dict(outcome.server_info or {}),
+        "cache": outcome.cache,
+        "trace": list(outcome.trace),
+    }
