@@ -32,7 +32,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from .core import Revision, Send, Trace
+from .core import LocalProtocolError, Revision, Send, Trace
 from .core._client import (
     AbandonStream,
     ClientSession,
@@ -93,6 +93,8 @@ class Client:
         self.ready = anyio.Event()
         self.ready_info: Ready | None = None
         self.stderr = bytearray()  # the server's stderr, the last STDERR_KEPT bytes
+        self.call_timeout = 120.0
+        self.stderr_done = anyio.Event()  # the server's stderr ended (its last words are in)
         self._lock = anyio.Lock()
 
     # -- what callers use ------------------------------------------------------------
@@ -107,15 +109,36 @@ class Client:
         params: Mapping[str, Any] | None = None,
         *,
         on_progress: Callable[[Progress], None] | None = None,
+        timeout: float | None = None,
     ) -> Mapping[str, Any]:
-        """Any request; its result, or ``McpCallError``.  Cancelling the caller cancels upstream."""
-        handle = self.session.request(method, params, progress=on_progress is not None)
+        """Any request; its result, or ``McpCallError``.
+
+        Cancelling the caller cancels upstream.  ``timeout`` (default: the
+        client's ``call_timeout``; a caller may lower it, never raise it)
+        bounds the wait: past it the request is cancelled upstream and
+        ``McpCallError`` says so.
+        """
+        limit = self.call_timeout if timeout is None else min(timeout, self.call_timeout)
+        try:
+            handle = self.session.request(method, params, progress=on_progress is not None)
+        except LocalProtocolError as exc:
+            raise McpCallError({"code": -32603, "message": f"{exc}; {self._gone()}"}) from None
         pending = self._pending[handle] = _Pending()
         if on_progress is not None:
             self._progress[handle] = on_progress
         try:
             await self._flush()
-            await pending.event.wait()
+            with anyio.move_on_after(limit):
+                await pending.event.wait()
+            if pending.outcome is None:
+                self.session.cancel(handle, f"no answer within {limit:g}s")
+                await self._flush()
+                raise McpCallError(
+                    {
+                        "code": -32603,
+                        "message": f"{method}: no answer from the server within {limit:g}s; cancelled",
+                    }
+                )
         except BaseException:
             if pending.outcome is None:
                 with anyio.CancelScope(shield=True):
@@ -127,9 +150,17 @@ class Client:
             self._progress.pop(handle, None)
         outcome = pending.outcome
         if isinstance(outcome, Failed):
+            if self.session.closed:
+                error = dict(outcome.error)
+                error["message"] = f"{error.get('message')}; {self._gone()}"
+                raise McpCallError(error)
             raise McpCallError(outcome.error)
         assert isinstance(outcome, Completed)
         return outcome.result
+
+    def _gone(self) -> str:
+        tail = self.stderr.decode(errors="replace")[-1000:].strip()
+        return f"the server's last words: {tail}" if tail else "the server said nothing on stderr"
 
     async def list_all(self, method: str, key: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         """Every page of a ``*/list`` method (``nextCursor`` followed to the end)."""
@@ -243,6 +274,8 @@ class Client:
                 await self._flush()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
+        with anyio.move_on_after(0.5):  # a dying server's stderr usually says why: wait for it
+            await self.stderr_done.wait()
         self.session.receive_eof()
         await self._flush()
 
@@ -274,6 +307,7 @@ async def connect_stdio(
     client_info: Mapping[str, Any] | None = None,
     max_line: int = DEFAULT_MAX_LINE,
     start_timeout: float = 30.0,
+    call_timeout: float = 120.0,
     shutdown_grace: float = 2.0,
 ) -> AsyncIterator[Client]:
     """Spawn ``argv`` (no shell) and talk MCP to it over its stdin and stdout.
@@ -296,11 +330,12 @@ async def connect_stdio(
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
 
-    async def keep_stderr(kept: bytearray) -> None:
+    async def keep_stderr(client: Client) -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             async for chunk in stderr:
-                kept.extend(chunk)
-                del kept[: max(0, len(kept) - STDERR_KEPT)]
+                client.stderr.extend(chunk)
+                del client.stderr[: max(0, len(client.stderr) - STDERR_KEPT)]
+        client.stderr_done.set()
 
     async def write(data: bytes) -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -310,7 +345,8 @@ async def connect_stdio(
     try:
         async with anyio.create_task_group() as tg:
             client = Client(session, write, tg, resolver)
-            tg.start_soon(keep_stderr, client.stderr)
+            client.call_timeout = call_timeout
+            tg.start_soon(keep_stderr, client)
             tg.start_soon(client._read, stdout, max_line)
             if not modern:
                 session.start()

@@ -251,6 +251,11 @@ class ClientSession:
         return self._state.ready and not self._state.closed
 
     @property
+    def closed(self) -> bool:
+        """The server's output ended (``receive_eof``)."""
+        return self._state.closed
+
+    @property
     def revision(self) -> Revision | None:
         """The revision requests are sent under (negotiated, or 2026-07-28)."""
         return self._state.revision
