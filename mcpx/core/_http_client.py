@@ -1,0 +1,1089 @@
+"""The Streamable HTTP client binding: a ``ClientSession``'s messages to one MCP URL, both eras, pure.
+
+The mirror image of ``_http.HttpServer`` (STYLE.md §7): it wraps one
+``h11.Connection`` per HTTP/1.1 connection it asks the driver to open, and
+carries JSON-RPC payloads (from ``ClientSession``'s ``Send`` actions) to one
+server URL and decoded JSON values back.  It never touches a socket, a clock
+or randomness: connection ids come from ``conn_ids`` (the driver's choice),
+time comes in as ``now``.
+
+Rules (digest §13b, §13c, §15)
+------------------------------
+Every request
+    ``Host``, ``User-Agent`` (``config.user_agent``) and the caller's extra
+    headers (auth: bearer, basic, custom — ``config.headers``).  Extra headers
+    never carry protocol or hop-by-hop names (``Mcp-*``,
+    ``MCP-Protocol-Version``, ``Host``, ``Content-Length``, ``Connection``,
+    ``Transfer-Encoding``, ``Accept``, ``Content-Type``, ``Last-Event-ID``, …):
+    those are dropped when the config is built and listed in
+    ``config.refused_headers``.  A POST says ``Accept: application/json,
+    text/event-stream`` and ``Content-Type: application/json``.
+One connection per stream
+    Each POST (and each GET) has an HTTP/1.1 connection of its own for as long
+    as its answer lasts — an event stream may stay open for minutes — and a
+    connection whose answer ended cleanly goes back to an idle pool
+    (``max_idle``) for the next request.  At most ``max_connections`` are
+    open; further requests wait in order.
+Legacy shape (2025-03-26, 2025-06-18, 2025-11-25)
+    The ``Mcp-Session-Id`` of the ``initialize`` answer is sent on every later
+    request; ``MCP-Protocol-Version: <negotiated>`` too, from 2025-06-18 (the
+    negotiated revision is read from the ``InitializeResult`` as it passes).
+    A 404 to a request that carried the session id means the session is gone:
+    the request fails and ``SessionExpired`` follows; start a new session
+    (``initialize`` is always sent without the id).  ``open_get_stream()``
+    opens the standalone GET stream.  An event stream that ends or drops
+    before its answers came is resumed with ``GET`` + ``Last-Event-ID`` after
+    the server's ``retry:`` delay (``config.retry`` when it sent none) — the
+    GET stream always, a POST's stream when it had an event id; at most
+    ``max_resumes`` tries in a row without an event.  ``close()`` sends
+    ``DELETE`` when a session id exists.
+2026-07-28
+    Every POST states ``MCP-Protocol-Version`` (the body's
+    ``_meta.protocolVersion``, else ``config.revision``), ``Mcp-Method``,
+    ``Mcp-Name`` (``params.name`` for tools/call and prompts/get,
+    ``params.uri`` for resources/read, ``params.taskId`` for tasks/*) and, for
+    tools/call, ``Mcp-Param-<Name>`` for each argument the tool's input schema
+    annotates with ``x-mcp-header`` (``set_tool_headers``; see
+    ``tool_header_params``).  Values that are not plain visible ASCII, or have
+    leading or trailing spaces, or look like the sentinel, are sent as
+    ``=?base64?<b64 of UTF-8>?=``.  Never a session id, never a GET.
+    ``abandon(handle)`` cancels a request by closing its connection.
+Answers, precisely
+    A 2xx ``application/json`` body (one message or a batch) and each
+    ``message`` event of a ``text/event-stream`` are delivered as
+    ``JsonReceived``.  A 4xx/5xx whose body is a JSON-RPC error is that error
+    for the request (its ``id`` filled in when the server left it null); any
+    other refusal, a 2xx that is neither JSON nor an event stream, a body
+    over ``max_body``, an event over ``max_event``, a malformed HTTP answer, a
+    connection that closes before the answer: each request still waiting gets
+    one synthesized JSON-RPC error (``JsonReceived(synthesized=True)``, code
+    -32603, ``data.httpStatus``/``data.body`` when there was an answer), so
+    the session fails exactly that call with a reason.  A refused POST of
+    notifications or responses (no request to fail) is ``RequestRefused``.
+
+API
+---
+``HttpClientConnection(config, conn_ids=None, session_id=None, revision=None)``
+    ``session_id``/``revision`` adopt a legacy session the era probe settled.
+Inputs (drain ``next_actions()`` after each, in order)
+    ``send(payload, handle=, now=)`` — one ``Send`` of the client session.
+    ``abandon(handle)`` — its ``AbandonStream``.  ``open_get_stream(now)``.
+    ``close(now)``.  ``set_tool_headers(tool, mapping)``.  From the driver:
+    ``connection_made(conn, now)``, ``receive_data(conn, data, now)``
+    (``b""`` at end of input), ``connection_lost(conn, now)``, and
+    ``handle_timer(now)`` once ``get_timer()``'s deadline passed.
+Actions
+    ``OpenConnection(conn)`` — connect to ``config.host``:``config.port``
+    (TLS when ``config.tls``), then report ``connection_made`` (or
+    ``connection_lost`` if that failed).  ``SendBytes(conn, data)`` — write.
+    ``CloseConnection(conn)`` — close (nothing more is read from it).
+    ``JsonReceived(message, handle)`` — feed ``message`` to
+    ``ClientSession.receive_json``.  ``SessionExpired(session_id)`` —
+    re-initialise.  ``StreamEnded(handle, reason, resuming)`` — a stream
+    ended without its answers (``handle=None``: the GET stream).
+    ``RequestRefused(status, message)``.  ``Closed()`` — after ``close``;
+    feed ``receive_eof`` to the session.
+
+Theory of operation
+-------------------
+A ``_Stream`` is a logical answer: a POST's (the request ids it still awaits,
+its handle) or the session's GET stream.  An ``_Exchange`` is one HTTP request
+and its response carrying a stream; a resumed stream gets a new exchange (a
+GET with ``Last-Event-ID``) on another connection.  An exchange's response
+goes ``head`` → one of ``json | sse | empty | refused | junk`` → ``done``;
+``_MODES`` says what a response's status and content type select.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import h11
+import orjson
+
+from ._errors import INTERNAL_ERROR, LocalProtocolError
+from ._http import CloseConnection, SendBytes, _buffered
+from ._jsonrpc import RequestId
+from ._revisions import META_PROTOCOL_VERSION, REVISIONS, Revision
+from ._sse import SseDecoder, SseError
+
+__all__ = [
+    "Closed",
+    "HttpClientAction",
+    "HttpClientConfig",
+    "HttpClientConnection",
+    "JsonReceived",
+    "OpenConnection",
+    "RequestRefused",
+    "SessionExpired",
+    "StreamEnded",
+    "encode_header_value",
+    "tool_header_params",
+]
+
+MODERN: Final = Revision.V2026_07_28
+_VERSION_HEADER_FROM: Final = Revision.V2025_06_18  # digest §13b: MCP-Protocol-Version after initialize
+_ACCEPT: Final = "application/json, text/event-stream"
+_SENTINEL: Final = re.compile(r"=\?base64\?.*\?=\Z", re.IGNORECASE | re.DOTALL)
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_EXCERPT: Final = 200
+# Names the binding owns, and RFC 9110 §7.6.1 hop-by-hop names: never taken from config.headers.
+_OWN_HEADERS: Final = frozenset(
+    {
+        "host",
+        "content-length",
+        "content-type",
+        "accept",
+        "user-agent",
+        "last-event-id",
+        "mcp-protocol-version",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_HEADER_TYPES: Final = frozenset({"string", "integer", "boolean"})
+
+
+# --------------------------------------------------------------------------
+# Configuration and actions
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpClientConfig:
+    """One upstream MCP URL and how to talk to it.  ``host``/``port``/``tls`` are derived from ``url``."""
+
+    url: str
+    modern: bool = False
+    revision: Revision = MODERN  # 2026-07-28: the version stated when a body does not say
+    user_agent: str = "mcpx"
+    headers: tuple[tuple[str, str], ...] = ()
+    tool_headers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    max_body: int = 4 * 1024 * 1024
+    max_event: int = 4 * 1024 * 1024
+    max_header_bytes: int = 64 * 1024
+    max_connections: int = 16
+    max_idle: int = 4
+    retry: float = 1.0  # seconds before resuming when the server sent no retry:
+    max_retry: float = 300.0  # a server's retry: beyond this is capped
+    max_resumes: int = 5
+    # derived in __post_init__
+    tls: bool = field(init=False, default=False)
+    host: str = field(init=False, default="")
+    port: int = field(init=False, default=0)
+    authority: str = field(init=False, default="")
+    target: str = field(init=False, default="/")
+    refused_headers: tuple[str, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        try:
+            parts = urlsplit(self.url)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"not a usable URL: {self.url!r} ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"an MCP server URL is http:// or https:// with a host, not {self.url!r}")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("put credentials in headers (Authorization), not in the URL")
+        tls = parts.scheme == "https"
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        kept: list[tuple[str, str]] = []
+        refused: list[str] = []
+        for name, value in self.headers:
+            if not _TOKEN.match(name) or any(ch in value for ch in "\r\n\0"):
+                raise ValueError(f"header {name!r} is not a valid HTTP header")
+            low = name.lower()
+            if low in _OWN_HEADERS or low.startswith("mcp-"):
+                refused.append(name)
+            else:
+                kept.append((name, value))
+        if min(self.max_body, self.max_event, self.max_header_bytes, self.max_connections) < 1:
+            raise ValueError("limits must be positive")
+        set_ = object.__setattr__
+        set_(self, "tls", tls)
+        set_(self, "host", parts.hostname)
+        set_(self, "port", port if port is not None else (443 if tls else 80))
+        set_(self, "authority", parts.netloc)
+        set_(self, "target", target)
+        set_(self, "headers", tuple(kept))
+        set_(self, "refused_headers", tuple(refused))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenConnection:
+    """Connect to ``config.host``:``config.port`` (TLS when ``config.tls``); report ``connection_made``."""
+
+    conn: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JsonReceived:
+    """One JSON value (a message or a batch) for the client session; ``handle`` is the stream's call."""
+
+    message: Any
+    handle: int | None
+    synthesized: bool = False  # an error mcpx made: the server's answer did not answer this request
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionExpired:
+    """The server no longer knows ``session_id`` (HTTP 404): start a new session with ``initialize``."""
+
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamEnded:
+    """A stream ended before all its answers; ``handle=None`` is the GET stream."""
+
+    handle: int | None
+    reason: str
+    resuming: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestRefused:
+    """A POST of notifications or responses was refused (there is no call to fail)."""
+
+    status: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Closed:
+    """``close()`` is done: every connection is closed."""
+
+
+HttpClientAction = (
+    OpenConnection
+    | SendBytes
+    | CloseConnection
+    | JsonReceived
+    | SessionExpired
+    | StreamEnded
+    | RequestRefused
+    | Closed
+)
+
+
+# --------------------------------------------------------------------------
+# Header values
+# --------------------------------------------------------------------------
+
+
+def encode_header_value(value: str) -> str:
+    """A 2026-07-28 ``Mcp-Name``/``Mcp-Param-*`` value: as is when plain, else ``=?base64?…?=``."""
+    plain = (
+        all(0x20 <= ord(ch) <= 0x7E for ch in value)
+        and not value.startswith(" ")
+        and not value.endswith(" ")
+        and not _SENTINEL.match(value)
+    )
+    if plain:
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii") + "?="
+
+
+def _param_text(value: Any) -> str | None:
+    """An argument as an ``Mcp-Param-*`` value (digest §13c); None: not sent."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return str(value)
+    return None
+
+
+def tool_header_params(tool: Mapping[str, Any]) -> dict[str, str] | None:
+    """``{argument: header name}`` for a tool's ``x-mcp-header`` annotations; None when invalid.
+
+    A tool with an invalid annotation must be left out of ``tools/list`` by an
+    HTTP client (digest §13c).  Only top-level properties are mapped.
+    """
+    schema = tool.get("inputSchema")
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(props, Mapping):
+        return {}
+    found: dict[str, str] = {}
+    seen: set[str] = set()
+    for argument, prop in props.items():
+        if not isinstance(prop, Mapping) or "x-mcp-header" not in prop:
+            continue
+        header = prop["x-mcp-header"]
+        if not isinstance(header, str) or not _TOKEN.match(header) or header.lower() in seen:
+            return None
+        if prop.get("type") not in _HEADER_TYPES:
+            return None
+        seen.add(header.lower())
+        found[str(argument)] = header
+    return found
+
+
+# --------------------------------------------------------------------------
+# Internal state
+# --------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class _Stream:
+    """A logical answer: a POST's (waiting for ``awaiting``) or the session's GET stream."""
+
+    kind: str  # post | get
+    handle: int | None
+    awaiting: set[RequestId]
+    session_id: str | None  # resumable within this session (legacy)
+    initialize: RequestId | None = None  # the id of an initialize request in it
+    last_event_id: str | None = None
+    retry: float | None = None
+    resumes: int = 0  # tries in a row without an event
+    resume_at: float | None = None
+    exchange: _Exchange | None = None
+    done: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Exchange:
+    """One HTTP request and its response."""
+
+    method: str
+    headers: list[tuple[str, str]]
+    body: bytes
+    stream: _Stream | None  # None: the DELETE of close()
+    session_id: str | None  # the session id it was sent with
+    conn: int | None = None
+    mode: str = "head"  # head | json | sse | empty | refused | junk | done
+    status: int = 0
+    content_type: str = ""
+    buffer: bytearray = field(default_factory=bytearray)
+    decoder: SseDecoder | None = None
+    location: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Conn:
+    id: int
+    parser: h11.Connection
+    connected: bool = False
+    exchange: _Exchange | None = None
+    closed: bool = False
+
+
+# --------------------------------------------------------------------------
+# The binding
+# --------------------------------------------------------------------------
+
+
+class HttpClientConnection:
+    """All HTTP connections to one MCP server URL; see the module docstring."""
+
+    def __init__(
+        self,
+        config: HttpClientConfig,
+        *,
+        conn_ids: Iterator[int] | None = None,
+        session_id: str | None = None,
+        revision: Revision | None = None,
+    ) -> None:
+        if config.modern and session_id is not None:
+            raise LocalProtocolError("2026-07-28 has no sessions: do not pass a session id")
+        self.config = config
+        self._conn_ids = conn_ids if conn_ids is not None else itertools.count(1)
+        self._session_id = session_id
+        self._revision = revision
+        self._tool_headers: dict[str, dict[str, str]] = {
+            tool: dict(mapping) for tool, mapping in config.tool_headers.items()
+        }
+        self._actions: list[HttpClientAction] = []
+        self._conns: dict[int, _Conn] = {}
+        self._queue: deque[_Exchange] = deque()
+        self._by_handle: dict[int, _Stream] = {}
+        self._waiting: dict[RequestId, _Stream] = {}  # request id -> the stream awaiting its answer
+        self._resuming: list[_Stream] = []
+        self._get: _Stream | None = None
+        self._now = 0.0
+        self._closing = False
+        self._closed = False
+
+    # -- introspection ----------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    @property
+    def revision(self) -> Revision | None:
+        """Legacy: the negotiated revision (read from the InitializeResult); modern: ``config.revision``."""
+        return self.config.revision if self.config.modern else self._revision
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._conns)
+
+    def next_actions(self) -> list[HttpClientAction]:
+        """Everything queued since the last call, in order.  Call after every input."""
+        actions, self._actions = self._actions, []
+        return actions
+
+    def get_timer(self) -> float | None:
+        """When ``handle_timer`` must be called next (a stream to resume), or None."""
+        times = [s.resume_at for s in self._resuming if s.resume_at is not None]
+        return min(times) if times else None
+
+    # -- the session's side ------------------------------------------------------------
+
+    def set_tool_headers(self, tool: str, mapping: Mapping[str, str] | None) -> None:
+        """``x-mcp-header`` of ``tool``: ``{argument: header name}`` (from ``tool_header_params``)."""
+        if mapping:
+            self._tool_headers[tool] = dict(mapping)
+        else:
+            self._tool_headers.pop(tool, None)
+
+    def send(self, payload: bytes, *, handle: int | None, now: float) -> None:
+        """POST one payload of the client session (``Send.payload``, ``Send.stream`` as ``handle``)."""
+        self._now = max(self._now, now)
+        if self._closing:
+            raise LocalProtocolError("the connection to the server is closing")
+        try:
+            body = orjson.loads(payload)
+        except orjson.JSONDecodeError as exc:
+            raise LocalProtocolError(f"a payload to send must be JSON: {exc}") from None
+        items = body if isinstance(body, list) else [body]
+        if self.config.modern and not isinstance(body, dict):
+            raise LocalProtocolError("a 2026-07-28 POST carries one message, never a batch")
+        ids = [m["id"] for m in items if isinstance(m, dict) and "method" in m and _is_id(m.get("id"))]
+        init = next(
+            (m["id"] for m in items if isinstance(m, dict) and m.get("method") == "initialize" and "id" in m),
+            None,
+        )
+        legacy_session = None if self.config.modern or init is not None else self._session_id
+        stream = _Stream(
+            kind="post", handle=handle, awaiting=set(ids), session_id=legacy_session, initialize=init
+        )
+        for rid in ids:
+            self._waiting[rid] = stream
+        if handle is not None:
+            self._by_handle[handle] = stream
+        headers = [("Accept", _ACCEPT), ("Content-Type", "application/json")]
+        headers += self._modern_headers(body) if self.config.modern else self._legacy_headers(init is None)
+        self._start(_Exchange("POST", headers, payload, stream, legacy_session))
+
+    def abandon(self, handle: int) -> None:
+        """The session gave up on ``handle`` (``AbandonStream``): close its connection; no more for it."""
+        stream = self._by_handle.pop(handle, None)
+        if stream is None:
+            return
+        self._retire(stream)
+        self._drop_exchange(stream.exchange)
+
+    def open_get_stream(self, now: float) -> None:
+        """Legacy: open the standalone GET stream for what the server pushes (no-op when open)."""
+        self._now = max(self._now, now)
+        if self.config.modern:
+            raise LocalProtocolError("2026-07-28 has no GET stream; use subscriptions/listen")
+        if self._closing:
+            raise LocalProtocolError("the connection to the server is closing")
+        if self._get is not None and not self._get.done:
+            return
+        self._get = _Stream(kind="get", handle=None, awaiting=set(), session_id=self._session_id)
+        self._start_get(self._get)
+
+    def close(self, now: float) -> None:
+        """End: close every stream, ``DELETE`` the session if there is one; ``Closed`` follows."""
+        self._now = max(self._now, now)
+        if self._closing:
+            return
+        self._closing = True
+        for stream in list(self._by_handle.values()):
+            self._retire(stream)
+            self._drop_exchange(stream.exchange)
+        self._by_handle.clear()
+        if self._get is not None:
+            self._retire(self._get)
+            self._drop_exchange(self._get.exchange)
+        for stream in list(self._waiting.values()):
+            self._retire(stream)
+            self._drop_exchange(stream.exchange)
+        self._resuming.clear()
+        self._queue.clear()
+        if self._session_id is not None and not self.config.modern:
+            headers = self._legacy_headers(True)
+            self._start(_Exchange("DELETE", headers, b"", None, self._session_id))
+            return
+        self._finish_close()
+
+    # -- the driver's side -------------------------------------------------------------
+
+    def connection_made(self, conn: int, now: float) -> None:
+        """The connection asked for by ``OpenConnection(conn)`` is up: the request goes out."""
+        self._now = max(self._now, now)
+        c = self._conns.get(conn)
+        if c is None or c.closed or c.connected:
+            return  # closed meanwhile: the driver has been told to close it
+        c.connected = True
+        if c.exchange is not None:
+            self._write_request(c, c.exchange)
+
+    def receive_data(self, conn: int, data: bytes, now: float) -> None:
+        """Bytes read from ``conn``; ``b""`` when the server closed its side."""
+        self._now = max(self._now, now)
+        c = self._conns.get(conn)
+        if c is None or c.closed:
+            return
+        try:
+            c.parser.receive_data(data)
+        except RuntimeError:  # bytes after the server's own end
+            return
+        self._read(c)
+
+    def connection_lost(self, conn: int, now: float) -> None:
+        """The socket is gone (or never came up): whatever it carried ends here."""
+        self._now = max(self._now, now)
+        c = self._conns.get(conn)
+        if c is None:
+            return
+        self._forget(c)
+        ex = c.exchange
+        if ex is not None and ex.mode != "done":
+            why = "the connection closed before the answer" if c.connected else self._unreachable()
+            self._broken(ex, why)
+        self._dispatch_queue()
+
+    def handle_timer(self, now: float) -> None:
+        """Resume the streams whose ``retry`` delay has passed."""
+        self._now = max(self._now, now)
+        due = [s for s in self._resuming if s.resume_at is not None and s.resume_at <= now]
+        for stream in due:
+            self._resuming.remove(stream)
+            stream.resume_at = None
+            if not stream.done:
+                self._start_get(stream)
+
+    # -- requests ----------------------------------------------------------------------
+
+    def _common_headers(self) -> list[tuple[str, str]]:
+        return [("Host", self.config.authority), ("User-Agent", self.config.user_agent)]
+
+    def _legacy_headers(self, in_session: bool) -> list[tuple[str, str]]:
+        headers: list[tuple[str, str]] = []
+        if in_session and self._session_id is not None:
+            headers.append(("Mcp-Session-Id", self._session_id))
+        if in_session and self._revision is not None and self._revision >= _VERSION_HEADER_FROM:
+            headers.append(("MCP-Protocol-Version", str(self._revision)))
+        return headers
+
+    def _modern_headers(self, body: dict[str, Any]) -> list[tuple[str, str]]:
+        params = body.get("params")
+        params = params if isinstance(params, dict) else {}
+        meta = params.get("_meta")
+        stated = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+        version = stated if isinstance(stated, str) else str(self.config.revision)
+        headers = [("MCP-Protocol-Version", encode_header_value(version))]
+        method = body.get("method")
+        if not isinstance(method, str):
+            return headers
+        headers.append(("Mcp-Method", encode_header_value(method)))
+        name_param = _NAME_PARAM.get(method) or ("taskId" if method.startswith("tasks/") else None)
+        name = params.get(name_param) if name_param is not None else None
+        if isinstance(name, str):
+            headers.append(("Mcp-Name", encode_header_value(name)))
+        if method == "tools/call" and isinstance(name, str):
+            arguments = params.get("arguments")
+            arguments = arguments if isinstance(arguments, dict) else {}
+            for argument, header in self._tool_headers.get(name, {}).items():
+                text = _param_text(arguments.get(argument))
+                if text is not None:
+                    headers.append((f"Mcp-Param-{header}", encode_header_value(text)))
+        return headers
+
+    def _start_get(self, stream: _Stream) -> None:
+        headers = [("Accept", "text/event-stream"), *self._legacy_headers(True)]
+        if stream.last_event_id is not None:
+            headers.append(("Last-Event-ID", stream.last_event_id))
+        self._start(_Exchange("GET", headers, b"", stream, stream.session_id))
+
+    def _start(self, ex: _Exchange) -> None:
+        if ex.stream is not None:
+            ex.stream.exchange = ex
+        c = next((c for c in self._conns.values() if c.exchange is None and not c.closed), None)
+        if c is None:
+            if len(self._conns) >= self.config.max_connections:
+                self._queue.append(ex)
+                return
+            c = self._open()
+        c.exchange = ex
+        ex.conn = c.id
+        if c.connected:
+            self._write_request(c, ex)
+
+    def _open(self) -> _Conn:
+        conn = next(self._conn_ids)
+        if conn in self._conns:
+            raise LocalProtocolError(f"conn_ids gave {conn} twice")
+        c = _Conn(
+            id=conn,
+            parser=h11.Connection(h11.CLIENT, max_incomplete_event_size=self.config.max_header_bytes),
+        )
+        self._conns[conn] = c
+        self._actions.append(OpenConnection(conn=conn))
+        return c
+
+    def _write_request(self, c: _Conn, ex: _Exchange) -> None:
+        headers = [*self._common_headers(), *ex.headers, *self.config.headers]
+        if ex.body or ex.method == "POST":
+            headers.append(("Content-Length", str(len(ex.body))))
+        try:
+            data = (
+                c.parser.send(h11.Request(method=ex.method, target=self.config.target, headers=headers))
+                or b""
+            )
+            if ex.body:
+                data += c.parser.send(h11.Data(data=ex.body)) or b""
+            data += c.parser.send(h11.EndOfMessage()) or b""
+        except h11.LocalProtocolError as exc:
+            self._close(c)
+            self._broken(ex, f"mcpx could not write the request: {exc}")
+            return
+        self._actions.append(SendBytes(conn=c.id, data=data))
+
+    # -- responses ---------------------------------------------------------------------
+
+    def _read(self, c: _Conn) -> None:
+        while not c.closed:
+            ex = c.exchange
+            before = _buffered(c.parser)
+            try:
+                event = c.parser.next_event()
+            except h11.RemoteProtocolError as exc:
+                self._close(c)
+                if ex is not None:
+                    why = self._too_large() if exc.error_status_hint == 431 else f"malformed: {exc}"
+                    self._broken(ex, f"the server's HTTP answer is {why}", resumable=False)
+                self._dispatch_queue()
+                return
+            if isinstance(event, h11.Response | h11.InformationalResponse) and (
+                before - _buffered(c.parser) > self.config.max_header_bytes
+            ):
+                # h11 bounds only a head still arriving; one that came whole is
+                # measured here, so the verdict does not depend on how it was cut.
+                self._close(c)
+                if ex is not None:
+                    self._broken(ex, f"the server's HTTP answer is {self._too_large()}", resumable=False)
+                self._dispatch_queue()
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.ConnectionClosed):
+                self._close(c)
+                if ex is not None and ex.mode != "done":
+                    self._broken(ex, "the server closed the connection before the answer ended")
+                self._dispatch_queue()
+                return
+            if ex is None:
+                self._close(c)  # an answer nobody asked for: the connection cannot be trusted
+                return
+            if isinstance(event, h11.Response):
+                self._head(ex, event)
+            elif isinstance(event, h11.Data):
+                self._body(c, ex, bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                self._end(ex)
+                self._reuse(c)
+            # h11.InformationalResponse (1xx): nothing to do
+
+    def _head(self, ex: _Exchange, event: h11.Response) -> None:
+        ex.status = event.status_code
+        headers = _headers(event.headers)
+        ex.content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        ex.location = headers.get("location")
+        stream = ex.stream
+        ok = 200 <= ex.status < 300
+        if ok and stream is not None and stream.initialize is not None and not self.config.modern:
+            session_id = headers.get("mcp-session-id")
+            if session_id is not None and session_id and all(0x21 <= ord(ch) <= 0x7E for ch in session_id):
+                self._session_id = session_id  # digest §13b: visible ASCII only
+        if not ok:
+            ex.mode = "refused"
+        elif ex.content_type == "text/event-stream":
+            ex.mode = "sse"
+            ex.decoder = SseDecoder(max_event=self.config.max_event)
+        elif ex.content_type == "application/json":
+            ex.mode = "json"
+        elif ex.status in (202, 204) or headers.get("content-length") == "0":
+            ex.mode = "empty"
+        else:
+            ex.mode = "junk"
+
+    def _body(self, c: _Conn, ex: _Exchange, data: bytes) -> None:
+        if ex.mode == "sse":
+            assert ex.decoder is not None
+            try:
+                events = ex.decoder.feed(data)
+            except SseError as exc:
+                self._close(c)
+                self._broken(ex, f"the server's event stream broke: {exc}", resumable=False)
+                self._dispatch_queue()
+                return
+            stream = ex.stream
+            for event in events:
+                if stream is None or stream.done:
+                    break
+                stream.resumes = 0
+                if event.event_id is not None:
+                    stream.last_event_id = event.event_id
+                if event.retry_ms is not None:
+                    stream.retry = min(event.retry_ms / 1000, self.config.max_retry)
+                if not event.data or event.event != "message":
+                    continue  # a priming event, or an event type MCP does not define
+                try:
+                    value = orjson.loads(event.data)
+                except orjson.JSONDecodeError:
+                    continue  # not a JSON-RPC message: nothing to hand on
+                self._deliver(stream, value)
+            return
+        if len(ex.buffer) + len(data) > self.config.max_body:
+            self._close(c)
+            self._broken(ex, f"the server's answer exceeds {self.config.max_body} bytes", resumable=False)
+            self._dispatch_queue()
+            return
+        ex.buffer += data
+
+    def _end(self, ex: _Exchange) -> None:
+        mode, ex.mode = ex.mode, "done"
+        stream = ex.stream
+        if stream is not None and stream.exchange is ex:
+            stream.exchange = None
+        if stream is None:  # the DELETE of close()
+            self._finish_close()
+            return
+        if stream.done:
+            return
+        if mode == "json":
+            try:
+                value = orjson.loads(ex.buffer)
+            except orjson.JSONDecodeError:
+                self._fail(stream, self._describe(ex, "a body that is not JSON"), ex)
+                return
+            self._deliver(stream, value)
+            if stream.kind == "get":
+                self._end_get(stream, self._describe(ex, "JSON, not an event stream"), resuming=False)
+            else:
+                self._unanswered(stream, ex, "its JSON body")
+        elif mode == "sse":
+            self._stream_stopped(stream, "the event stream ended")
+        elif mode == "refused":
+            self._refused(stream, ex)
+        elif stream.kind == "get":
+            self._end_get(stream, self._describe(ex, "no event stream"), resuming=False)
+        elif mode == "empty":
+            self._unanswered(stream, ex, f"an empty HTTP {ex.status}")
+        else:
+            self._fail(stream, self._describe(ex, "neither JSON nor an event stream"), ex)
+        if not stream.awaiting and stream.kind == "post":
+            self._retire(stream)
+
+    def _reuse(self, c: _Conn) -> None:
+        """The answer on ``c`` ended: keep the connection for the next request, or close it."""
+        c.exchange = None
+        parser = c.parser
+        if c.closed:
+            return
+        if parser.our_state is h11.DONE and parser.their_state is h11.DONE:
+            parser.start_next_cycle()
+            if not parser.trailing_data[0]:
+                if self._queue:
+                    self._start_queued(c)
+                    return
+                if self._closing:
+                    self._close(c)
+                    return
+                idle = sum(1 for other in self._conns.values() if other.exchange is None)
+                if idle <= self.config.max_idle:
+                    return
+        self._close(c)
+        self._dispatch_queue()
+
+    # -- delivering and failing --------------------------------------------------------
+
+    def _deliver(self, stream: _Stream, value: Any) -> None:
+        self._actions.append(JsonReceived(message=value, handle=stream.handle))
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, dict) or "method" in item or not _is_id(item.get("id")):
+                continue
+            if "result" not in item and "error" not in item:
+                continue
+            rid = item["id"]
+            owner = stream if rid in stream.awaiting else self._waiting.get(rid)
+            if owner is None:
+                continue
+            owner.awaiting.discard(rid)
+            if self._waiting.get(rid) is owner:
+                del self._waiting[rid]
+            if rid == owner.initialize and not self.config.modern:
+                result = item.get("result")
+                version = result.get("protocolVersion") if isinstance(result, dict) else None
+                if version in REVISIONS:
+                    self._revision = Revision(version)
+            if owner is not stream and not owner.awaiting and owner.kind == "post":
+                self._retire(owner)
+
+    def _fail(
+        self,
+        stream: _Stream,
+        message: str,
+        ex: _Exchange | None = None,
+        error: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Every request ``stream`` still waits for gets one error: the server's ``error``, or one made here."""
+        synthesized = error is None
+        if error is None:
+            data: dict[str, Any] = {}
+            if ex is not None and ex.status:
+                data["httpStatus"] = ex.status
+                if ex.buffer:
+                    data["body"] = _excerpt(bytes(ex.buffer))
+            error = {"code": INTERNAL_ERROR, "message": message}
+            if data:
+                error = {**error, "data": data}
+        for rid in sorted(stream.awaiting, key=repr):
+            if self._waiting.get(rid) is stream:
+                del self._waiting[rid]
+            self._actions.append(
+                JsonReceived(
+                    message={"jsonrpc": "2.0", "id": rid, "error": dict(error)},
+                    handle=stream.handle,
+                    synthesized=synthesized,
+                )
+            )
+        stream.awaiting.clear()
+        self._retire(stream)
+
+    def _unanswered(self, stream: _Stream, ex: _Exchange, what: str) -> None:
+        if not stream.awaiting:
+            return
+        # An id-less JSON-RPC error (the server could not read the request) is the reason.
+        error = _error_object(bytes(ex.buffer)) if ex.content_type == "application/json" else None
+        if error is not None:
+            self._fail(stream, error["message"], ex, error=error)
+        else:
+            self._fail(stream, f"the server's answer ({what}) did not answer the request", ex)
+
+    def _refused(self, stream: _Stream, ex: _Exchange) -> None:
+        # A 404 for a resumption (GET with Last-Event-ID) may only mean the
+        # server forgot that stream; the session's next request will tell.
+        resuming = any(name == "Last-Event-ID" for name, _ in ex.headers)
+        expired = (
+            ex.status == 404
+            and ex.session_id is not None
+            and ex.session_id == self._session_id
+            and not self.config.modern
+            and not resuming
+        )
+        error = _error_object(bytes(ex.buffer)) if ex.content_type == "application/json" else None
+        message = error["message"] if error is not None else self._describe(ex, "a refusal")
+        if stream.kind == "get":
+            if not expired:
+                self._end_get(stream, message, resuming=False)
+        elif stream.awaiting:
+            if error is not None:
+                self._fail(stream, message, ex, error=error)
+            else:
+                self._fail(stream, message, ex)
+        else:
+            self._actions.append(RequestRefused(status=ex.status, message=message))
+            self._retire(stream)
+        if expired:
+            self._expire()
+
+    def _broken(self, ex: _Exchange, why: str, *, resumable: bool = True) -> None:
+        """``ex`` stopped before its answer ended (connection lost, malformed, over a limit)."""
+        ex.mode = "done"
+        stream = ex.stream
+        if stream is None:  # the DELETE of close(): done either way
+            self._finish_close()
+            return
+        if stream.exchange is ex:
+            stream.exchange = None
+        if stream.done:
+            return
+        if resumable:
+            self._stream_stopped(stream, why)
+        elif stream.kind == "get":
+            self._end_get(stream, why, resuming=False)
+        else:
+            self._fail(stream, why, ex)
+
+    def _stream_stopped(self, stream: _Stream, why: str) -> None:
+        """A stream ended or dropped: done, resumed after ``retry``, or failed."""
+        if stream.kind == "post" and not stream.awaiting:
+            self._retire(stream)
+            return
+        can_resume = (
+            not self._closing
+            and stream.session_id is not None
+            and stream.session_id == self._session_id
+            and (stream.kind == "get" or stream.last_event_id is not None)
+            and stream.resumes < self.config.max_resumes
+        )
+        if not can_resume:
+            if stream.kind == "get":
+                self._end_get(stream, why, resuming=False)
+            else:
+                self._actions.append(StreamEnded(handle=stream.handle, reason=why, resuming=False))
+                self._fail(stream, f"{why} before the server's answer", None)
+            return
+        stream.resumes += 1
+        delay = stream.retry if stream.retry is not None else self.config.retry
+        stream.resume_at = self._now + delay
+        self._resuming.append(stream)
+        self._actions.append(StreamEnded(handle=stream.handle, reason=why, resuming=True))
+
+    def _end_get(self, stream: _Stream, why: str, *, resuming: bool) -> None:
+        self._retire(stream)
+        self._actions.append(StreamEnded(handle=None, reason=why, resuming=resuming))
+
+    def _retire(self, stream: _Stream) -> None:
+        stream.done = True
+        if stream in self._resuming:
+            self._resuming.remove(stream)
+        stream.resume_at = None
+        for rid in list(stream.awaiting):
+            if self._waiting.get(rid) is stream:
+                del self._waiting[rid]
+        if stream.handle is not None and self._by_handle.get(stream.handle) is stream:
+            del self._by_handle[stream.handle]
+
+    def _expire(self) -> None:
+        """The server forgot our session (404): what belonged to it ends; the caller re-initialises."""
+        session_id, self._session_id, self._revision = self._session_id, None, None
+        assert session_id is not None
+        for stream in list(self._resuming):
+            if stream.session_id == session_id:
+                if stream.kind == "post":
+                    self._fail(stream, f"the server ended session {session_id} (HTTP 404)")
+                self._retire(stream)
+        if self._get is not None and not self._get.done:
+            self._drop_exchange(self._get.exchange)
+            self._end_get(self._get, f"the server ended session {session_id} (HTTP 404)", resuming=False)
+        self._actions.append(SessionExpired(session_id=session_id))
+
+    # -- connections -------------------------------------------------------------------
+
+    def _drop_exchange(self, ex: _Exchange | None) -> None:
+        """Stop reading ``ex``: unqueue it, or close its connection (2026-07-28: that cancels)."""
+        if ex is None or ex.mode == "done":
+            return
+        ex.mode = "done"
+        if ex in self._queue:
+            self._queue.remove(ex)
+            return
+        c = self._conns.get(ex.conn) if ex.conn is not None else None
+        if c is not None and c.exchange is ex:
+            c.exchange = None
+            self._close(c)
+            self._dispatch_queue()
+
+    def _close(self, c: _Conn) -> None:
+        if c.closed:
+            return
+        self._forget(c)
+        self._actions.append(CloseConnection(conn=c.id))
+
+    def _forget(self, c: _Conn) -> None:
+        c.closed = True
+        self._conns.pop(c.id, None)
+
+    def _dispatch_queue(self) -> None:
+        while self._queue and len(self._conns) < self.config.max_connections:
+            self._start(self._queue.popleft())
+
+    def _start_queued(self, c: _Conn) -> None:
+        ex = self._queue.popleft()
+        if ex.stream is not None:
+            ex.stream.exchange = ex
+        c.exchange = ex
+        ex.conn = c.id
+        self._write_request(c, ex)
+
+    def _finish_close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for c in list(self._conns.values()):
+            self._close(c)
+        self._actions.append(Closed())
+
+    # -- wording -------------------------------------------------------------------------
+
+    def _too_large(self) -> str:
+        return f"refused: its headers exceed {self.config.max_header_bytes} bytes"
+
+    def _unreachable(self) -> str:
+        return f"mcpx could not connect to {self.config.authority}"
+
+    def _describe(self, ex: _Exchange, what: str) -> str:
+        reason = _reason(ex.status)
+        kind = f" ({ex.content_type})" if ex.content_type else ""
+        text = f"the server answered HTTP {ex.status}{reason}{kind}, {what}"
+        if ex.location and 300 <= ex.status < 400:
+            text += f"; it redirects to {ex.location[:_EXCERPT]} (mcpx does not follow redirects)"
+        excerpt = _excerpt(bytes(ex.buffer))
+        return f"{text}: {excerpt}" if excerpt else text
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+
+def _is_id(value: Any) -> bool:
+    return type(value) in (str, int)
+
+
+def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in raw:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        out[key] = f"{out[key]}, {text}" if key in out else text
+    return out
+
+
+def _reason(status: int) -> str:
+    try:
+        return " " + HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def _excerpt(body: bytes) -> str:
+    text = body[: _EXCERPT * 4].decode("utf-8", "replace")
+    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    return text if len(text) <= _EXCERPT else text[: _EXCERPT - 1] + "…"
+
+
+def _error_object(body: bytes) -> dict[str, Any] | None:
+    """The ``error`` member of a JSON-RPC error body, or None."""
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    error = value.get("error") if isinstance(value, dict) else None
+    if not isinstance(error, dict):
+        return None
+    code, message = error.get("code"), error.get("message")
+    if type(code) is not int or not isinstance(message, str):
+        return None
+    return dict(error)
