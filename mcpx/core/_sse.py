@@ -111,6 +111,8 @@ class SseDecoder:
             self._dispatch(events)
             return
         self._size += len(raw)
+        if self._size > self.max_event:  # whole lines count too, not only what waits in the buffer
+            raise SseError(f"an SSE event exceeds {self.max_event} bytes")
         if raw.startswith(b":"):
             return
         name, sep, value = raw.partition(b":")

@@ -508,3 +508,17 @@ def test_requests_outside_a_session_never_share_ids_or_listens() -> None:
     h.http.notify_list_changed("tools")
     h.pump()
     assert h.inbox == {}  # nobody is listening any more, and nothing else was sent
+
+
+def test_an_oversized_sse_event_is_refused_however_it_arrives() -> None:
+    from mcpx.core import SseDecoder
+    from mcpx.core._sse import SseError
+
+    event = b"data: " + b"x" * 100 + b"\n\n"
+    for chunks in ([event], [event[:50], event[50:]], [bytes([b]) for b in event]):
+        decoder = SseDecoder(max_event=64)
+        with pytest.raises(SseError):
+            for chunk in chunks:
+                decoder.feed(chunk)
+    small = SseDecoder(max_event=64)
+    assert [e.data for e in small.feed(b"data: ok\n\n" * 20)] == ["ok"] * 20  # the limit is per event
