@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -46,8 +47,17 @@ from .core._client import (
     ServerRequestCancelled,
 )
 from .core._framing import DEFAULT_MAX_LINE, Line, LineReader, LineTooLong
+from .core._http import CloseConnection, SendBytes
+from .core._http_client import (
+    Closed,
+    HttpClientConfig,
+    HttpClientConnection,
+    JsonReceived,
+    OpenConnection,
+    SessionExpired,
+)
 
-__all__ = ["Client", "McpCallError", "Resolver", "connect_stdio"]
+__all__ = ["Client", "McpCallError", "Resolver", "connect_http", "connect_stdio"]
 
 Resolver = Callable[[str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 CLIENT_INFO = {"name": "mcpx", "version": "0.1.0"}
@@ -81,9 +91,14 @@ class Client:
         write: Callable[[bytes], Awaitable[None]],
         tg: anyio.abc.TaskGroup,
         resolver: Resolver | None,
+        *,
+        send: Callable[[Send], Awaitable[None]] | None = None,
+        abandon: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self.session = session
         self._write = write
+        self._send = send  # a transport with a stream per request (HTTP) takes the whole Send
+        self._abandon = abandon
         self._tg = tg
         self._resolver = resolver
         self._pending: dict[int, _Pending] = {}
@@ -188,12 +203,22 @@ class Client:
     async def _flush(self) -> None:
         """Carry out what the session queued (in order; one writer at a time)."""
         async with self._lock:
-            for action in self.session.next_actions():
+            await self._flush_unlocked()
+
+    async def _flush_unlocked(self) -> None:
+        while True:
+            actions = self.session.next_actions()
+            if not actions:
+                return
+            for action in actions:
                 await self._perform(action)
 
     async def _perform(self, action: object) -> None:
         if isinstance(action, Send):
-            await self._write(action.payload)
+            if self._send is not None:
+                await self._send(action)
+            else:
+                await self._write(action.payload)
         elif isinstance(action, Completed | Failed):
             pending = self._pending.get(action.handle)
             if pending is not None:
@@ -218,8 +243,11 @@ class Client:
         elif isinstance(action, Ready):
             self.ready_info = action
             self.ready.set()
-        elif isinstance(action, AbandonStream | Trace):
-            pass  # stdio has no per-request streams; traces are for the CLI's --trace
+        elif isinstance(action, AbandonStream):
+            if self._abandon is not None:
+                await self._abandon(action.handle)
+        elif isinstance(action, Trace):
+            pass  # traces are for the CLI's --trace
         if isinstance(action, Failed) and action.handle not in self._pending and not self.ready.is_set():
             self.ready.set()  # initialize failed: wake whoever waits for Ready
 
@@ -377,3 +405,171 @@ async def connect_stdio(
                 process.kill()
                 await process.wait()
             await process.aclose()
+
+
+class _HttpTransport:
+    """Sockets for an ``HttpClientConnection``: it decides, this carries out (one lock, one loop)."""
+
+    def __init__(self, http: HttpClientConnection, tg: anyio.abc.TaskGroup) -> None:
+        self.http = http
+        self.tg = tg
+        self.client: Client | None = None
+        self.streams: dict[int, anyio.abc.ByteStream] = {}
+        self.lock = anyio.Lock()
+        self.timer_changed = anyio.Event()
+        self.closed = anyio.Event()
+
+    async def send(self, action: Send) -> None:
+        self.http.send(action.payload, handle=action.stream, now=time.time())
+        await self.pump()
+
+    async def abandon(self, handle: int) -> None:
+        self.http.abandon(handle)
+        await self.pump()
+
+    async def pump(self) -> None:
+        """Carry out the binding's actions until it has none (feeding JSON to the session)."""
+        client = self.client
+        assert client is not None
+        while True:
+            actions = self.http.next_actions()
+            if not actions:
+                break
+            for action in actions:
+                if isinstance(action, OpenConnection):
+                    self.tg.start_soon(self._connect, action.conn)
+                elif isinstance(action, SendBytes):
+                    stream = self.streams.get(action.conn)
+                    if stream is not None:
+                        try:
+                            await stream.send(action.data)
+                        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                            self.http.connection_lost(action.conn, time.time())
+                elif isinstance(action, CloseConnection):
+                    stream = self.streams.pop(action.conn, None)
+                    if stream is not None:
+                        with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                            await stream.aclose()
+                elif isinstance(action, JsonReceived):
+                    client.session.receive_json(action.message)
+                elif isinstance(action, Closed):
+                    client.session.receive_eof()
+                    self.closed.set()
+                elif isinstance(action, SessionExpired):
+                    client.session.receive_eof()  # the session is gone: its calls fail, with this reason
+        self.timer_changed.set()
+
+    async def _connect(self, conn: int) -> None:
+        config = self.http.config
+        try:
+            stream: anyio.abc.ByteStream
+            if config.tls:
+                stream = await anyio.connect_tcp(config.host, config.port, tls=True)
+            else:
+                stream = await anyio.connect_tcp(config.host, config.port)
+        except OSError:
+            async with self.lock:
+                self.http.connection_lost(conn, time.time())
+                await self._flush()
+            return
+        self.streams[conn] = stream
+        async with self.lock:
+            self.http.connection_made(conn, time.time())
+            await self._flush()
+        try:
+            async for data in stream:
+                async with self.lock:
+                    self.http.receive_data(conn, data, time.time())
+                    await self._flush()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        if self.streams.pop(conn, None) is not None:
+            async with self.lock:
+                self.http.receive_data(conn, b"", time.time())
+                await self._flush()
+
+    async def _flush(self) -> None:
+        client = self.client
+        assert client is not None
+        await self.pump()
+        await client._flush_unlocked()
+
+    async def run_timer(self) -> None:
+        while True:
+            deadline = self.http.get_timer()
+            self.timer_changed = anyio.Event()
+            if deadline is None:
+                await self.timer_changed.wait()
+                continue
+            with anyio.move_on_after(max(0.0, deadline - time.time())):
+                await self.timer_changed.wait()
+            if time.time() >= deadline:
+                async with self.lock:
+                    self.http.handle_timer(time.time())
+                    await self._flush()
+
+
+@contextlib.asynccontextmanager
+async def connect_http(
+    url: str,
+    *,
+    modern: bool = False,
+    offer: Revision | None = None,
+    capabilities: Mapping[str, Any] | None = None,
+    resolver: Resolver | None = None,
+    client_info: Mapping[str, Any] | None = None,
+    headers: Sequence[tuple[str, str]] = (),
+    start_timeout: float = 30.0,
+    call_timeout: float = 120.0,
+) -> AsyncIterator[Client]:
+    """Talk MCP to the Streamable HTTP endpoint ``url`` (``headers`` for auth, on every request).
+
+    ``modern`` speaks 2026-07-28 (one POST per request, no session);
+    otherwise ``initialize`` offers ``offer`` and the session id it gets is
+    sent on every later request, and ``DELETE`` ends it on close.
+    """
+    kwargs: dict[str, Any] = {}
+    if offer is not None:
+        kwargs["offer"] = offer
+    session = ClientSession(
+        client_info=client_info or CLIENT_INFO,
+        capabilities=capabilities,
+        modern=modern,
+        stream_per_request=True,
+        **kwargs,
+    )
+    http = HttpClientConnection(HttpClientConfig(url=url, modern=modern, headers=tuple(headers)))
+    failure: McpCallError | None = None
+    async with anyio.create_task_group() as tg:
+        transport = _HttpTransport(http, tg)
+
+        async def never(_: bytes) -> None:
+            raise AssertionError("an HTTP client sends whole Send actions")
+
+        client = Client(session, never, tg, resolver, send=transport.send, abandon=transport.abandon)
+        client.call_timeout = call_timeout
+        client._lock = transport.lock  # one lock for the session and the binding
+        transport.client = client
+        tg.start_soon(transport.run_timer)
+        if not modern:
+            session.start()
+            await client._flush()
+            with anyio.move_on_after(start_timeout):
+                await client.ready.wait()
+            if client.ready_info is None:
+                why = "did not answer initialize" if not client.ready.is_set() else "refused initialize"
+                failure = McpCallError(
+                    {"code": -32603, "message": f"initialize failed: the server at {url} {why}"}
+                )
+        if failure is None:
+            try:
+                yield client
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                    async with transport.lock:
+                        http.close(time.time())
+                        await transport.pump()
+                    await transport.closed.wait()
+        tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

@@ -186,14 +186,14 @@ def call(
     ] = None,
     loop: Annotated[str, typer.Option(help="asyncio or trio.")] = "asyncio",
 ) -> None:
-    """Call TOOL on a server spawned from COMMAND over stdio and print its result as JSON.
+    """Call TOOL on a server (a command to spawn over stdio, or a Streamable HTTP URL); print the result as JSON.
 
     Exits 1 when the server answers a JSON-RPC error or the tool reports
     isError, after printing what it said.
     """
     import anyio
 
-    from ..client import McpCallError, connect_stdio
+    from ..client import McpCallError, connect_http, connect_stdio
 
     arguments = dict(_argument(a) for a in arg or [])
     revision = parse_revision(mcp_spec) if mcp_spec else None
@@ -202,8 +202,16 @@ def call(
         raise typer.BadParameter("--loop must be asyncio or trio")
     outcome: dict[str, object] = {}
 
+    is_url = len(command) == 1 and command[0].startswith(("http://", "https://"))
+
     async def main() -> None:
-        async with connect_stdio(command, modern=modern, offer=None if modern else revision) as client:
+        offer = None if modern else revision
+        connection = (
+            connect_http(command[0], modern=modern, offer=offer)
+            if is_url
+            else connect_stdio(command, modern=modern, offer=offer)
+        )
+        async with connection as client:
             try:
                 outcome["result"] = await client.call_tool(tool, arguments)
             except McpCallError as exc:

@@ -1,0 +1,126 @@
+"""``mcpx.client.connect_http`` against real Streamable HTTP servers on loopback.
+
+mcpx's demo server (``mcpx demo --http 0``) in the legacy session shape and
+per-request 2026-07-28, with a question the server asks answered through the
+same resolver either way, and the official Python SDK's Streamable HTTP
+server.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from mcpx.client import McpCallError, connect_http
+from mcpx.core import Revision
+from tests.conformance.http_peer import start_http_server, stop_http_server
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def demo_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    proc, url = start_http_server(request.param)
+    yield url
+    stop_http_server(proc)
+
+
+async def answer(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    assert method == "elicitation/create", method
+    return {"action": "accept", "content": {"name": "Ada"}}
+
+
+@pytest.mark.parametrize("revision", ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"])
+def test_connect_http_talks_to_mcpx_demo(demo_url: str, revision: str) -> None:
+    modern = revision == "2026-07-28"
+
+    async def main() -> None:
+        async with connect_http(
+            demo_url,
+            modern=modern,
+            offer=None if modern else Revision(revision),
+            capabilities={"elicitation": {}},
+            resolver=answer,
+        ) as client:
+            assert client.revision == Revision(revision)
+            assert "echo" in {t["name"] for t in await client.list_tools()}
+            echoed = await client.call_tool("echo", {"text": "over http"})
+            assert echoed["content"][0]["text"] == "over http"
+            if revision != "2025-03-26":
+                assert (await client.call_tool("ask_name"))["content"][0]["text"] == "Hello, Ada!"
+            with pytest.raises(McpCallError) as unknown:
+                await client.call_tool("no_such_tool")
+            assert unknown.value.code == -32602
+
+    anyio.run(main)
+
+
+def test_cancelling_an_http_call_frees_the_server(demo_url: str) -> None:
+    async def main() -> None:
+        async with connect_http(demo_url, modern=True) as client:
+            with anyio.move_on_after(0.5):
+                await client.call_tool("sleep", {"seconds": 30})
+            with anyio.fail_after(10):
+                assert (await client.call_tool("echo", {"text": "next"}))["content"][0]["text"] == "next"
+
+    anyio.run(main)
+
+
+def test_connect_http_talks_to_the_official_sdk_server() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / "sdk_http_echo_server.py"), "--port", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        assert proc.stdout is not None
+        url = None
+        for _ in range(200):
+            line = proc.stdout.readline().decode()
+            if "Uvicorn running on http://" in line:  # uvicorn names the bound address; the SDK serves /mcp
+                url = line[line.index("http://") :].split()[0].rstrip("/") + "/mcp"
+                break
+        assert url, "the SDK server did not print its URL"
+
+        async def main() -> None:
+            for modern in (False, True):
+                async with connect_http(url, modern=modern) as client:
+                    echoed = await client.call_tool("echo", {"text": "sdk"})
+                    assert echoed["content"][0]["text"] == "sdk"
+
+        anyio.run(main)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_mcpx_call_takes_a_url(demo_url: str) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcpx",
+            "call",
+            "echo",
+            "--arg",
+            "text=by url",
+            "--mcp-spec",
+            "2026-07-28",
+            demo_url,
+        ],
+        check=False,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["result"]["content"][0]["text"] == "by url"
