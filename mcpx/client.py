@@ -55,6 +55,7 @@ from .core._http_client import (
     JsonReceived,
     OpenConnection,
     SessionExpired,
+    tool_header_params,
 )
 
 __all__ = ["Client", "McpCallError", "Resolver", "connect_http", "connect_stdio"]
@@ -99,6 +100,8 @@ class Client:
         self._write = write
         self._send = send  # a transport with a stream per request (HTTP) takes the whole Send
         self._abandon = abandon
+        # HTTP: learn each tool's x-mcp-header parameters, and drop tools whose annotations are invalid.
+        self._on_tools: Callable[[list[Any]], list[Any]] | None = None
         self._tg = tg
         self._resolver = resolver
         self._pending: dict[int, _Pending] = {}
@@ -193,7 +196,8 @@ class Client:
         raise McpCallError({"code": -32603, "message": f"{method} never stopped paging"})
 
     async def list_tools(self) -> list[Mapping[str, Any]]:
-        return await self.list_all("tools/list", "tools")
+        tools = await self.list_all("tools/list", "tools")
+        return self._on_tools(tools) if self._on_tools is not None else tools
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         return await self.request("tools/call", {"name": name, "arguments": dict(arguments or {})})
@@ -549,6 +553,18 @@ async def connect_http(
         client = Client(session, never, tg, resolver, send=transport.send, abandon=transport.abandon)
         client.call_timeout = call_timeout
         client._lock = transport.lock  # one lock for the session and the binding
+
+        def on_tools(tools: list[Any]) -> list[Any]:
+            kept = []
+            for tool in tools:
+                params = tool_header_params(tool) if isinstance(tool, Mapping) else None
+                if params is None or not isinstance(tool.get("name"), str):
+                    continue  # an invalid x-mcp-header annotation: the tool cannot be called correctly
+                http.set_tool_headers(tool["name"], params)
+                kept.append(tool)
+            return kept
+
+        client._on_tools = on_tools
         transport.client = client
         tg.start_soon(transport.run_timer)
         if not modern:
@@ -561,6 +577,12 @@ async def connect_http(
                 failure = McpCallError(
                     {"code": -32603, "message": f"initialize failed: the server at {url} {why}"}
                 )
+            else:
+                # What the server sends outside any request (questions included) comes on
+                # the session's GET stream; a server without one answers 405, which is fine.
+                async with transport.lock:
+                    http.open_get_stream(time.time())
+                    await transport._flush()
         if failure is None:
             try:
                 yield client

@@ -280,5 +280,13 @@ def probe(
         raise typer.Exit(1)
 
 
+@app.command("conformance-client")
+def conformance_client(url: Annotated[str, typer.Argument(help="The suite's mock server URL.")]) -> None:
+    """Act as the official conformance suite's client leg asks (scenario in MCP_CONFORMANCE_SCENARIO)."""
+    from ..conformance_client import main as run
+
+    raise typer.Exit(run([url]))
+
+
 def main() -> None:
     app()

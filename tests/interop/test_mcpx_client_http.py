@@ -8,6 +8,7 @@ server.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -124,3 +125,27 @@ def test_mcpx_call_takes_a_url(demo_url: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert orjson.loads(done.stdout)["result"]["content"][0]["text"] == "by url"
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+def test_the_conformance_client_runs_a_scenario_and_refuses_what_it_cannot(
+    demo_url: str, version: str
+) -> None:
+    env = {**os.environ, "MCP_CONFORMANCE_PROTOCOL_VERSION": version}
+    command = [sys.executable, "-m", "mcpx", "conformance-client", demo_url]
+    ok = subprocess.run(
+        command,
+        env={**env, "MCP_CONFORMANCE_SCENARIO": "initialize"},
+        check=False,
+        capture_output=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    auth = subprocess.run(
+        command,
+        env={**env, "MCP_CONFORMANCE_SCENARIO": "auth/metadata-default"},
+        check=False,
+        capture_output=True,
+        timeout=60,
+    )
+    assert auth.returncode == 1 and b"not supported" in auth.stderr

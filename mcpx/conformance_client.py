@@ -1,0 +1,160 @@
+"""``mcpx conformance-client URL``: mcpx's client, driven per scenario for the official suite's client leg.
+
+The suite (``../shared/conformance/client-leg.sh``) starts a mock server per
+scenario and runs this command with the scenario's name in
+``MCP_CONFORMANCE_SCENARIO``, the revision in
+``MCP_CONFORMANCE_PROTOCOL_VERSION`` and, where needed, JSON in
+``MCP_CONFORMANCE_CONTEXT``.  Each scenario is a few lines over
+``mcpx.client.connect_http``: what the suite checks is how mcpx's client
+behaves on the wire.  The authorization scenarios (``auth/*``) are not
+handled: mcpx has no OAuth client yet, and says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+import orjson
+
+from .client import Client, McpCallError, connect_http
+from .core import Revision, parse_revision
+
+__all__ = ["main"]
+
+Scenario = Callable[[Client, Mapping[str, Any]], Awaitable[None]]
+
+
+async def _defaults(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Answer a question the way a user who accepts every default would."""
+    if method == "elicitation/create":
+        schema = params.get("requestedSchema")
+        props = schema.get("properties") if isinstance(schema, Mapping) else None
+        content = {
+            name: prop["default"]
+            for name, prop in (props or {}).items()
+            if isinstance(prop, Mapping) and "default" in prop
+        }
+        return {"action": "accept", "content": content}
+    if method == "sampling/createMessage":
+        return {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "mcpx-conformance"}
+    if method == "roots/list":
+        return {"roots": []}
+    raise McpCallError({"code": -32601, "message": f"mcpx's conformance client cannot answer {method}"})
+
+
+async def _list_and_call_each(client: Client, context: Mapping[str, Any]) -> None:
+    tools = await client.list_tools()
+    for tool in tools:
+        if tool.get("name") == "add_numbers":
+            await client.call_tool("add_numbers", {"a": 5, "b": 3})
+
+
+async def _initialize_only(client: Client, context: Mapping[str, Any]) -> None:
+    await client.list_tools()
+
+
+def _calling(name: str, arguments: Mapping[str, Any] | None = None) -> Scenario:
+    async def run(client: Client, context: Mapping[str, Any]) -> None:
+        await client.list_tools()
+        await client.call_tool(name, arguments or {})
+
+    return run
+
+
+async def _mrtr(client: Client, context: Mapping[str, Any]) -> None:
+    tools = {t["name"] for t in await client.list_tools()}
+    for name in (
+        "test_mrtr_echo_state",
+        "test_mrtr_unrelated",
+        "test_mrtr_no_state",
+        "test_mrtr_no_result_type",
+    ):
+        if name in tools:
+            with contextlib.suppress(McpCallError):  # the suite judges the wire, not our reaction
+                await client.call_tool(name, {})
+
+
+async def _custom_headers(client: Client, context: Mapping[str, Any]) -> None:
+    await client.list_tools()
+    for call in context.get("toolCalls") or []:
+        if isinstance(call, Mapping) and isinstance(call.get("name"), str):
+            with contextlib.suppress(McpCallError):
+                await client.call_tool(call["name"], call.get("arguments") or {})
+
+
+async def _invalid_tool_headers(client: Client, context: Mapping[str, Any]) -> None:
+    tools = {t["name"] for t in await client.list_tools()}
+    if "valid_tool" in tools:
+        await client.call_tool("valid_tool", {})
+
+
+async def _schema_echo(client: Client, context: Mapping[str, Any]) -> None:
+    tools = {t["name"]: t for t in await client.list_tools()}
+    source = tools.get("json_schema_2020_12_tool")
+    if source is not None and "json_schema_echo" in tools:
+        await client.call_tool("json_schema_echo", {"schema": source.get("inputSchema")})
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "initialize": _initialize_only,
+    "tools_call": _list_and_call_each,
+    "elicitation-sep1034-client-defaults": _calling("test_client_elicitation_defaults"),
+    "sse-retry": _calling("test_reconnection"),
+    "request-metadata": _list_and_call_each,
+    "sep-2322-client-request-state": _mrtr,
+    "http-standard-headers": _list_and_call_each,
+    "http-custom-headers": _custom_headers,
+    "http-invalid-tool-headers": _invalid_tool_headers,
+    "json-schema-ref-no-deref": _initialize_only,
+    "json-schema-2020-12-preservation": _schema_echo,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: mcpx conformance-client URL (scenario in MCP_CONFORMANCE_SCENARIO)", file=sys.stderr)
+        return 2
+    url = args[0]
+    name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2025-11-25")
+    context: Mapping[str, Any] = orjson.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    scenario = SCENARIOS.get(name)
+    if scenario is None:
+        print(
+            f"mcpx conformance-client: scenario {name!r} is not supported (auth/* needs an OAuth client)",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        revision = parse_revision(version)
+    except ValueError:
+        revision = Revision.V2025_11_25
+    modern = revision.is_modern
+
+    async def run() -> None:
+        async with connect_http(
+            url,
+            modern=modern,
+            offer=None if modern else revision,
+            capabilities={"elicitation": {"form": {}}, "sampling": {}, "roots": {}},
+            resolver=_defaults,
+            client_info={"name": "mcpx-conformance-client", "version": "0.1.0"},
+        ) as client:
+            await scenario(client, context)
+
+    try:
+        anyio.run(run)
+    except McpCallError as exc:
+        print(f"mcpx conformance-client: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
