@@ -57,6 +57,7 @@ from .core._http_client import (
     SessionExpired,
     tool_header_params,
 )
+from .drivers._process import stop_process
 
 __all__ = ["Client", "McpCallError", "Resolver", "connect_http", "connect_stdio"]
 
@@ -175,6 +176,22 @@ class Client:
             raise McpCallError(outcome.error)
         assert isinstance(outcome, Completed)
         return outcome.result
+
+    async def _handshake(self, timeout: float, who: str, *, stderr: bool = False) -> McpCallError | None:
+        """Legacy: send ``initialize`` and wait for ``Ready``; the error to raise when it did not come."""
+        self.session.start()
+        await self._flush()
+        with anyio.move_on_after(timeout):
+            await self.ready.wait()
+        if self.ready_info is not None:
+            return None
+        why = (
+            "refused initialize" if self.ready.is_set() else f"did not answer initialize within {timeout:g}s"
+        )
+        message = f"initialize failed: {who} {why}"
+        if stderr:  # a spawned server's last words usually say why
+            message += f"; {self._gone()}"
+        return McpCallError({"code": -32603, "message": message})
 
     def _gone(self) -> str:
         tail = self.stderr.decode(errors="replace")[-1000:].strip()
@@ -312,20 +329,6 @@ class Client:
         await self._flush()
 
 
-async def _stop(process: anyio.abc.Process, stdin: anyio.abc.ByteSendStream, grace: float) -> None:
-    """Close the server's input, wait, then terminate, then kill."""
-    await stdin.aclose()
-    with anyio.move_on_after(grace):
-        await process.wait()
-    if process.returncode is None:
-        process.terminate()
-        with anyio.move_on_after(grace):
-            await process.wait()
-    if process.returncode is None:
-        process.kill()
-        await process.wait()
-
-
 @contextlib.asynccontextmanager
 async def connect_stdio(
     argv: Sequence[str],
@@ -347,15 +350,12 @@ async def connect_stdio(
     ``modern`` speaks 2026-07-28 (no handshake); otherwise ``initialize``
     offers ``offer`` (the newest legacy revision by default).
     """
-    kwargs: dict[str, Any] = {}
-    if offer is not None:
-        kwargs["offer"] = offer
     session = ClientSession(
         client_info=client_info or CLIENT_INFO,
         capabilities=capabilities,
         modern=modern,
+        offer=offer,
         newline=True,
-        **kwargs,
     )
     full_env = {**os.environ, **env} if env is not None else None
     process = await anyio.open_process(list(argv), env=full_env, cwd=cwd)
@@ -381,25 +381,13 @@ async def connect_stdio(
             tg.start_soon(keep_stderr, client)
             tg.start_soon(client._read, stdout, max_line)
             if not modern:
-                session.start()
-                await client._flush()
-                with anyio.move_on_after(start_timeout):
-                    await client.ready.wait()
-                if client.ready_info is None:
-                    why = "did not answer initialize" if not client.ready.is_set() else "refused initialize"
-                    detail = client.stderr.decode(errors="replace")[-2000:].strip() or "(nothing)"
-                    failure = McpCallError(
-                        {
-                            "code": -32603,
-                            "message": f"initialize failed: the server {why}; its stderr: {detail}",
-                        }
-                    )
+                failure = await client._handshake(start_timeout, "the server", stderr=True)
             if failure is None:
                 try:
                     yield client
                 finally:
                     with anyio.CancelScope(shield=True):
-                        await _stop(process, stdin, shutdown_grace)
+                        await stop_process(process, shutdown_grace)
             tg.cancel_scope.cancel()
         if failure is not None:
             raise failure
@@ -532,15 +520,12 @@ async def connect_http(
     otherwise ``initialize`` offers ``offer`` and the session id it gets is
     sent on every later request, and ``DELETE`` ends it on close.
     """
-    kwargs: dict[str, Any] = {}
-    if offer is not None:
-        kwargs["offer"] = offer
     session = ClientSession(
         client_info=client_info or CLIENT_INFO,
         capabilities=capabilities,
         modern=modern,
+        offer=offer,
         stream_per_request=True,
-        **kwargs,
     )
     http = HttpClientConnection(HttpClientConfig(url=url, modern=modern, headers=tuple(headers)))
     failure: McpCallError | None = None
@@ -568,16 +553,8 @@ async def connect_http(
         transport.client = client
         tg.start_soon(transport.run_timer)
         if not modern:
-            session.start()
-            await client._flush()
-            with anyio.move_on_after(start_timeout):
-                await client.ready.wait()
-            if client.ready_info is None:
-                why = "did not answer initialize" if not client.ready.is_set() else "refused initialize"
-                failure = McpCallError(
-                    {"code": -32603, "message": f"initialize failed: the server at {url} {why}"}
-                )
-            else:
+            failure = await client._handshake(start_timeout, f"the server at {url}")
+            if failure is None:
                 # What the server sends outside any request (questions included) comes on
                 # the session's GET stream; a server without one answers 405, which is fine.
                 async with transport.lock:

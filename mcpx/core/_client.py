@@ -214,7 +214,7 @@ class ClientSession:
         client_info: Mapping[str, Any],
         capabilities: Mapping[str, Any] | None = None,
         modern: bool = False,
-        offer: Revision = NEWEST_LEGACY,
+        offer: Revision | None = None,
         revisions: tuple[Revision, ...] = tuple(LEGACY_REVISIONS),
         newline: bool = False,
         stream_per_request: bool = False,
@@ -222,6 +222,7 @@ class ClientSession:
         max_rounds: int = 8,
         trace: bool = False,
     ) -> None:
+        offer = NEWEST_LEGACY if offer is None else offer  # the newest legacy revision by default
         if not modern and offer not in revisions:
             raise ValueError(f"offer {offer} is not among the revisions this client speaks")
         self.client_info = dict(client_info)
@@ -339,14 +340,10 @@ class ClientSession:
 
     def cancel(self, handle: int, reason: str | None = None) -> None:
         """The caller gave up on ``handle``: tell the server; nothing more is reported for it."""
-        call = self._calls.pop(handle, None)
+        wire_ids = [rid for rid, h in self._by_id.items() if h == handle]
+        call = self._end(handle)
         if call is None:
             return
-        wire_ids = [rid for rid, h in self._by_id.items() if h == handle]
-        for rid in wire_ids:
-            del self._by_id[rid]
-        if call.progress_token is not None:
-            self._by_token.pop(call.progress_token, None)
         if call.method == "initialize":
             return  # initialize cannot be cancelled (every revision says so)
         if self.modern and self._stream_per_request:
@@ -443,14 +440,20 @@ class ClientSession:
     def _emit(self, obj: dict[str, Any], stream: int | None = None) -> None:
         self._actions.append(Send(payload=orjson.dumps(obj, option=self._dump_option), stream=stream))
 
-    def _fail(self, handle: int, code: int, message: str, data: Any = None) -> None:
+    def _end(self, handle: int) -> _Call | None:
+        """Forget call ``handle``: its wire ids and its progress token go with it."""
         call = self._calls.pop(handle, None)
         if call is None:
-            return
+            return None
         for rid in [rid for rid, h in self._by_id.items() if h == handle]:
             del self._by_id[rid]
         if call.progress_token is not None:
             self._by_token.pop(call.progress_token, None)
+        return call
+
+    def _fail(self, handle: int, code: int, message: str, data: Any = None) -> None:
+        if self._end(handle) is None:
+            return
         error: dict[str, Any] = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
@@ -465,9 +468,7 @@ class ClientSession:
         if call is None:
             return
         if isinstance(message, ErrorResponse):
-            self._calls.pop(handle)
-            if call.progress_token is not None:
-                self._by_token.pop(call.progress_token, None)
+            self._end(handle)
             if handle == self._init_id:
                 self._state.failed = f"initialize failed: {message.message}"
             self._actions.append(Failed(handle=handle, error=message.error_object()))
@@ -494,9 +495,7 @@ class ClientSession:
         if kind not in (None, "complete"):
             self._fail(handle, INTERNAL_ERROR, f"the server answered with an unknown resultType {kind!r}")
             return
-        self._calls.pop(handle)
-        if call.progress_token is not None:
-            self._by_token.pop(call.progress_token, None)
+        self._end(handle)
         self._actions.append(Completed(handle=handle, result=result))
 
     def _abandon_wire(self, handle: int) -> None:

@@ -32,6 +32,7 @@ from ..core._probe import (
     TransportClosed,
 )
 from ._eracache import load_era_cache, save_era_cache
+from ._process import stop_process
 
 __all__ = ["describe", "probe_stdio"]
 
@@ -100,7 +101,8 @@ async def probe_stdio(
             again = await run_once(process)
         finally:
             with anyio.CancelScope(shield=True):
-                await _stop(process)
+                await stop_process(process)
+                await process.aclose()
         outcome = probe.outcome
         if outcome is None and not again:
             break
@@ -109,22 +111,6 @@ async def probe_stdio(
         cache.record(key, outcome, time.time())
         save_era_cache(Path(cache_path), cache)
     return outcome
-
-
-async def _stop(process: anyio.abc.Process, grace: float = 2.0) -> None:
-    if process.stdin is not None:
-        with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await process.stdin.aclose()
-    with anyio.move_on_after(grace):
-        await process.wait()
-    if process.returncode is None:
-        process.terminate()
-        with anyio.move_on_after(grace):
-            await process.wait()
-    if process.returncode is None:
-        process.kill()
-        await process.wait()
-    await process.aclose()
 
 
 def describe(outcome: ProbeDone | ProbeFailed) -> dict[str, Any]:
