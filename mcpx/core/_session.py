@@ -839,11 +839,15 @@ class ServerSession:
             return
         ask.answers[question.key] = answer
         if not ask.pending and not ask.deferred:
-            del self._asks[ask_id]
-            rec = self._inflight.get(ask.token)
-            if rec is not None and rec.task is not None and self._tasks is not None:
-                self._tasks.resume(rec.task, self._now)
-            self._actions.append(Answered(token=ask.token, ask_id=ask_id, answers=ask.answers))
+            self._finish_ask(ask)
+
+    def _finish_ask(self, ask: _Ask) -> None:
+        """Every question of ``ask`` has its answer: the call resumes (its task is working again)."""
+        del self._asks[ask.ask_id]
+        rec = self._inflight.get(ask.token)
+        if rec is not None and rec.task is not None and self._tasks is not None:
+            self._tasks.resume(rec.task, self._now)
+        self._actions.append(Answered(token=ask.token, ask_id=ask.ask_id, answers=ask.answers))
 
     def _ask_timed_out(self, ask: _Ask) -> None:
         """The question's own deadline passed: the client is told, the call gets *cancel*."""
@@ -854,11 +858,7 @@ class ServerSession:
             self._withdraw(request_id, "no answer within the question's deadline")
             self._answer(ask.ask_id, request_id, self._unanswered(question))
         if ask.ask_id in self._asks and not ask.pending:
-            del self._asks[ask.ask_id]
-            rec = self._inflight.get(ask.token)
-            if rec is not None and rec.task is not None and self._tasks is not None:
-                self._tasks.resume(rec.task, self._now)
-            self._actions.append(Answered(token=ask.token, ask_id=ask.ask_id, answers=ask.answers))
+            self._finish_ask(ask)  # only deferred questions were left: _answer never finished it
 
     @staticmethod
     def _unanswered(question: Question) -> Mapping[str, Any]:
@@ -1038,7 +1038,7 @@ class ServerSession:
                     MISSING_REQUIRED_CLIENT_CAPABILITY,
                     f"tool {name!r} runs only as a task; declare the {TASKS_EXTENSION} extension in "
                     "clientCapabilities.extensions on this request",
-                    {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+                    _TASKS_REQUIRED,
                     rec.revision,
                     rec.stream,
                 )
@@ -2028,6 +2028,10 @@ def _answers_shape(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(v, dict) for v in value.values())
 
 
+_TASKS_REQUIRED: Final[Mapping[str, Any]] = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
+"""The ``data`` of ``-32021`` for a client that did not declare the tasks extension."""
+
+
 def _declares_tasks_extension(capabilities: Mapping[str, Any]) -> bool:
     declared = capabilities.get("extensions")
     return isinstance(declared, dict) and TASKS_EXTENSION in declared
@@ -2040,7 +2044,7 @@ def _require_tasks_extension(judged: _Judgement, what: str) -> None:
             f"{what} belongs to the {TASKS_EXTENSION} extension; declare it in "
             "clientCapabilities.extensions on this request",
             code=MISSING_REQUIRED_CLIENT_CAPABILITY,
-            data={"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            data=_TASKS_REQUIRED,
         )
 
 
