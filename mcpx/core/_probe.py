@@ -772,27 +772,28 @@ class EraProbe:
             self._actions.append(SendMessage(payload=orjson.dumps(message)))
             self._note(f"send server/discover as MCP {version} (id {request_id}) on stdio; {limit}")
         else:
-            wait.token = next(self._tokens)
-            headers = (
-                ("Accept", "application/json, text/event-stream"),
-                ("Content-Type", "application/json"),
-                ("MCP-Protocol-Version", str(version)),
-                ("Mcp-Method", "server/discover"),
-            )
-            self._actions.append(
-                HttpRequest(
-                    token=wait.token,
-                    method="POST",
-                    path=self.path,
-                    headers=headers,
-                    body=orjson.dumps(message),
-                )
+            self._post(
+                wait, message, (("MCP-Protocol-Version", str(version)), ("Mcp-Method", "server/discover"))
             )
             self._note(
                 f"send POST {self.path or '(the server URL)'}: server/discover as MCP {version} "
                 f"(id {request_id}; MCP-Protocol-Version: {version}, Mcp-Method: server/discover); {limit}"
             )
         self._wait = wait
+
+    def _post(self, wait: _Wait, message: Mapping[str, Any], extra: Headers) -> None:
+        """POST ``message`` as the answer ``wait`` waits for (a fresh token names it)."""
+        wait.token = next(self._tokens)
+        headers = (
+            ("Accept", "application/json, text/event-stream"),
+            ("Content-Type", "application/json"),
+            *extra,
+        )
+        self._actions.append(
+            HttpRequest(
+                token=wait.token, method="POST", path=self.path, headers=headers, body=orjson.dumps(message)
+            )
+        )
 
     def _legacy_offer(self, decision: _Decision) -> Revision | None:
         if decision.verdict is _V.OTHER_LEGACY:
@@ -822,20 +823,7 @@ class EraProbe:
             self._actions.append(SendMessage(payload=orjson.dumps(message)))
             self._note(f"send initialize offering MCP {offer} (id {request_id}) on stdio; {limit}")
         else:
-            wait.token = next(self._tokens)
-            headers = (
-                ("Accept", "application/json, text/event-stream"),
-                ("Content-Type", "application/json"),
-            )
-            self._actions.append(
-                HttpRequest(
-                    token=wait.token,
-                    method="POST",
-                    path=self.path,
-                    headers=headers,
-                    body=orjson.dumps(message),
-                )
-            )
+            self._post(wait, message, ())
             self._note(
                 f"send POST {self.path or '(the server URL)'}: initialize offering MCP {offer} "
                 f"(id {request_id}); {limit}"

@@ -36,7 +36,15 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from tests.conformance.peer import CLIENT_INFO, INTRODUCED, LEGACY, MODERN, at_least, modern_meta
+from tests.conformance.peer import (
+    CLIENT_INFO,
+    INTRODUCED,
+    LEGACY,
+    MODERN,
+    at_least,
+    complete_rounds,
+    modern_meta,
+)
 from tests.conformance.sweep import SWEEP
 
 NAME_PARAM = {
@@ -347,24 +355,7 @@ class HttpPeer:
 
     def complete(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
         """Call and, while the answer is 2026-07-28 ``input_required``, answer and retry."""
-        params = dict(params or {})
-        frame = self.call(method, params, **kw)
-        rounds = 0
-        while isinstance(frame.get("result"), dict) and frame["result"].get("resultType") == "input_required":
-            rounds += 1
-            assert rounds <= 10, "the server kept asking"
-            result = frame["result"]
-            self.questions.extend(result.get("inputRequests", {}).values())
-            responses = {
-                k: self.answer(q["method"], q.get("params") or {}) for k, q in result["inputRequests"].items()
-            }
-            params = {**params, "inputResponses": responses}
-            if "requestState" in result:
-                params["requestState"] = result["requestState"]
-            else:
-                params.pop("requestState", None)
-            frame = self.call(method, params, **kw)
-        return frame
+        return complete_rounds(self, method, params, **kw)
 
     def call(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
         return self.response(self.request(method, params, **kw))

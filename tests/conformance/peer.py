@@ -55,6 +55,34 @@ def modern_meta(**extra: Any) -> dict[str, Any]:
     return meta
 
 
+def complete_rounds(
+    peer: Any, method: str, params: dict[str, Any] | None = None, **kw: Any
+) -> dict[str, Any]:
+    """``peer.call``, and while the answer is 2026-07-28 ``input_required``, answer and retry.
+
+    The answers come from ``peer.answer``; every question asked is recorded in
+    ``peer.questions``; ``requestState`` goes back exactly as it came (or not at all).
+    """
+    params = dict(params or {})
+    frame: dict[str, Any] = peer.call(method, params, **kw)
+    rounds = 0
+    while isinstance(frame.get("result"), dict) and frame["result"].get("resultType") == "input_required":
+        rounds += 1
+        assert rounds <= 10, "the server kept asking"
+        result = frame["result"]
+        peer.questions.extend(result.get("inputRequests", {}).values())
+        responses = {
+            k: peer.answer(q["method"], q.get("params") or {}) for k, q in result["inputRequests"].items()
+        }
+        params = {**params, "inputResponses": responses}
+        if "requestState" in result:
+            params["requestState"] = result["requestState"]
+        else:
+            params.pop("requestState", None)
+        frame = peer.call(method, params, **kw)
+    return frame
+
+
 class StdioPeer:
     """One `mcpx demo` process and the client side of its stdio connection."""
 
@@ -219,24 +247,7 @@ class StdioPeer:
 
     def complete(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
         """Call and, while the answer is 2026-07-28 ``input_required``, answer and retry."""
-        params = dict(params or {})
-        frame = self.call(method, params, **kw)
-        rounds = 0
-        while isinstance(frame.get("result"), dict) and frame["result"].get("resultType") == "input_required":
-            rounds += 1
-            assert rounds <= 10, "the server kept asking"
-            result = frame["result"]
-            self.questions.extend(result.get("inputRequests", {}).values())
-            responses = {
-                k: self.answer(q["method"], q.get("params") or {}) for k, q in result["inputRequests"].items()
-            }
-            params = {**params, "inputResponses": responses}
-            if "requestState" in result:
-                params["requestState"] = result["requestState"]
-            else:
-                params.pop("requestState", None)
-            frame = self.call(method, params, **kw)
-        return frame
+        return complete_rounds(self, method, params, **kw)
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
