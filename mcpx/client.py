@@ -66,6 +66,16 @@ CLIENT_INFO = {"name": "mcpx", "version": "0.1.0"}
 STDERR_KEPT = 64 * 1024
 
 
+def _describe(error: Mapping[str, Any]) -> str:
+    """A JSON-RPC error as one line: code, message, and the versions a ``-32022`` lists."""
+    text = f"error {error.get('code')} ({error.get('message')})"
+    data = error.get("data")
+    if isinstance(data, Mapping) and isinstance(data.get("supported"), list):
+        listed = ", ".join(str(v) for v in data["supported"])
+        text += f"; the server speaks {listed}"
+    return text
+
+
 class McpCallError(Exception):
     """The server answered a call with a JSON-RPC error (or the connection failed it)."""
 
@@ -111,6 +121,7 @@ class Client:
         self.notifications: deque[ServerNotification] = deque(maxlen=1000)
         self.ready = anyio.Event()
         self.ready_info: Ready | None = None
+        self.init_error: Mapping[str, Any] | None = None  # the server's answer when initialize failed
         self.stderr = bytearray()  # the server's stderr, the last STDERR_KEPT bytes
         self.call_timeout = 120.0
         self.stderr_done = anyio.Event()  # the server's stderr ended (its last words are in)
@@ -185,9 +196,12 @@ class Client:
             await self.ready.wait()
         if self.ready_info is not None:
             return None
-        why = (
-            "refused initialize" if self.ready.is_set() else f"did not answer initialize within {timeout:g}s"
-        )
+        if self.init_error is not None:
+            why = f"refused initialize: {_describe(self.init_error)}"
+        elif self.ready.is_set():
+            why = "refused initialize"
+        else:
+            why = f"did not answer initialize within {timeout:g}s"
         message = f"initialize failed: {who} {why}"
         if stderr:  # a spawned server's last words usually say why
             message += f"; {self._gone()}"
@@ -270,6 +284,7 @@ class Client:
         elif isinstance(action, Trace):
             pass  # traces are for the CLI's --trace
         if isinstance(action, Failed) and action.handle not in self._pending and not self.ready.is_set():
+            self.init_error = action.error
             self.ready.set()  # initialize failed: wake whoever waits for Ready
 
     async def _answer(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:

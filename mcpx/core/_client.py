@@ -52,7 +52,7 @@ import orjson
 
 from ._actions import Send, Trace
 from ._downgrade import downgrade
-from ._errors import INTERNAL_ERROR, METHOD_NOT_FOUND, LocalProtocolError
+from ._errors import INTERNAL_ERROR, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, LocalProtocolError
 from ._jsonrpc import (
     ErrorResponse,
     InvalidMessage,
@@ -192,6 +192,8 @@ class _Call:
     log_level: str | None = None
     rounds: int = 0
     waiting: bool = True  # False while the application holds an InputRequired
+    sent: dict[str, Any] = field(default_factory=dict)  # the params of the last attempt on the wire
+    version_retried: bool = False  # a -32022 was answered by one retry already
 
 
 @dataclass(slots=True)
@@ -315,7 +317,8 @@ class ClientSession:
         call = _Call(handle=0, method=method, params=dict(params or {}), log_level=log_level)
         if progress:
             call.progress_token = f"mcpx-{next(self._tokens)}"
-        handle = self._send_request(method, self._wire_params(call), handle=None)
+        call.sent = self._wire_params(call)
+        handle = self._send_request(method, call.sent, handle=None)
         call.handle = handle
         self._calls[handle] = call
         if call.progress_token is not None:
@@ -336,6 +339,7 @@ class ClientSession:
         params["inputResponses"] = dict(responses)
         if request_state is not None:
             params["requestState"] = request_state  # echoed exactly as the server sent it
+        call.sent = params
         self._send_request(call.method, params, handle=handle)
 
     def cancel(self, handle: int, reason: str | None = None) -> None:
@@ -468,6 +472,8 @@ class ClientSession:
         if call is None:
             return
         if isinstance(message, ErrorResponse):
+            if self._retry_version(call, message):
+                return
             self._end(handle)
             if handle == self._init_id:
                 self._state.failed = f"initialize failed: {message.message}"
@@ -497,6 +503,25 @@ class ClientSession:
             return
         self._end(handle)
         self._actions.append(Completed(handle=handle, result=result))
+
+    def _retry_version(self, call: _Call, message: ErrorResponse) -> bool:
+        """2026-07-28: a ``-32022`` whose ``supported`` names our revision gets one retry.
+
+        A server may refuse a version it later accepts (a rolling upgrade, a
+        load balancer between releases); the retry carries the same params under
+        a fresh id.  Otherwise the server's error reaches the caller as it is,
+        its ``supported`` list included.
+        """
+        if not self.modern or message.code != UNSUPPORTED_PROTOCOL_VERSION or call.version_retried:
+            return False
+        data = message.data if isinstance(message.data, Mapping) else {}
+        supported = data.get("supported")
+        if not isinstance(supported, list) or str(MODERN) not in supported:
+            return False
+        call.version_retried = True
+        self._trace("version-retry", handle=call.handle, supported=supported)
+        self._send_request(call.method, call.sent, handle=call.handle)
+        return True
 
     def _abandon_wire(self, handle: int) -> None:
         if self.modern and self._stream_per_request:

@@ -19,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = [sys.executable, "-m", "mcpx", "demo"]
+SDK = [sys.executable, str(ROOT / "tests" / "interop" / "sdk_pinned_server.py")]
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -41,10 +42,12 @@ def probe(state: Path, *server: str) -> tuple[int, Any]:
         ([*DEMO, "--revisions", "2024-11-05"], "legacy", "2024-11-05"),
         ([*DEMO, "--revisions", "2026-07-28"], "modern", "2026-07-28"),
         (DEMO, "modern", "2026-07-28"),  # both eras: modern first
-        # mcp 2.3.0's server answers both eras, so modern first wins there too.
-        ([sys.executable, str(ROOT / "benchmarks" / "sdk_echo_server.py")], "modern", "2026-07-28"),
+        # The official Python SDK's server, pinned to each era and left dual.
+        ([*SDK, "legacy"], "legacy", "2025-11-25"),
+        ([*SDK, "modern"], "modern", "2026-07-28"),
+        ([*SDK, "dual"], "modern", "2026-07-28"),  # both eras: modern first
     ],
-    ids=["legacy-only", "2024-11-05-only", "modern-only", "dual", "python-sdk"],
+    ids=["legacy-only", "2024-11-05-only", "modern-only", "dual", "sdk-legacy", "sdk-modern", "sdk-dual"],
 )
 def test_probe_names_the_era_and_the_second_probe_starts_from_the_cache(
     tmp_path: Path, server: list[str], era: str, revision: str
@@ -60,6 +63,34 @@ def test_probe_names_the_era_and_the_second_probe_starts_from_the_cache(
     assert (second["era"], second["revision"]) == (first["era"], first["revision"])
     if first["era"] == "legacy":
         assert "server/discover" not in " ".join(second["trace"])  # straight to initialize
+
+
+@pytest.mark.parametrize(("era", "legacy_works"), [("legacy", True), ("modern", False), ("dual", True)])
+def test_the_pinned_sdk_servers_are_what_their_names_say(era: str, legacy_works: bool) -> None:
+    """A handshake call tells the dual server from the modern-only one, which the probe cannot."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcpx",
+            "call",
+            "echo",
+            "--arg",
+            "text=hi",
+            "--mcp-spec",
+            "2025-11-25",
+            "--",
+            *SDK,
+            era,
+        ],
+        check=False,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert (done.returncode == 0) is legacy_works, done.stderr
+    if legacy_works:
+        assert b"hi" in done.stdout
 
 
 def test_a_server_that_is_not_mcp_fails_with_a_reason(tmp_path: Path) -> None:

@@ -135,6 +135,37 @@ def test_input_required_rounds_keep_the_handle_use_fresh_ids_and_echo_the_state(
     assert only(c.next_actions(), Completed).handle == handle
 
 
+def unsupported(request_id: Any, supported: list[str]) -> dict[str, Any]:
+    data = {"supported": supported, "requested": "2026-07-28"}
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32022, "message": "no", "data": data}}
+
+
+def test_a_32022_naming_our_revision_is_retried_once_with_a_fresh_id() -> None:
+    c = ClientSession(client_info=INFO, modern=True)
+    handle = c.request("tools/call", {"name": "t", "arguments": {"a": 1}})
+    (first,) = frames(c.next_actions())
+    c.receive_json(unsupported(first["id"], ["2026-07-28"]))
+    (retry,) = frames(c.next_actions())
+    assert retry["id"] != first["id"] and retry["params"] == first["params"]
+    # A second refusal is the caller's to see: one retry, never a loop.
+    c.receive_json(unsupported(retry["id"], ["2026-07-28"]))
+    failed = only(c.next_actions(), Failed)
+    assert failed.handle == handle and failed.error["code"] == -32022
+    assert failed.error["data"]["supported"] == ["2026-07-28"]
+
+
+def test_a_32022_without_our_revision_fails_with_the_servers_list() -> None:
+    c = ClientSession(client_info=INFO, modern=True)
+    handle = c.request("tools/list")
+    (first,) = frames(c.next_actions())
+    c.receive_json(unsupported(first["id"], ["2027-01-01"]))
+    actions = c.next_actions()
+    assert frames(actions) == []
+    failed = only(actions, Failed)
+    assert failed.handle == handle and failed.error["data"]["supported"] == ["2027-01-01"]
+    assert c.in_flight == 0
+
+
 def test_an_unknown_result_type_fails_the_call() -> None:
     c = ClientSession(client_info=INFO, modern=True)
     handle = c.request("tools/call", {"name": "t"})
