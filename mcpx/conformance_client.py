@@ -23,6 +23,7 @@ import orjson
 
 from .client import Client, McpCallError, connect_http
 from .core import Revision, parse_revision
+from .skills import SkillError, list_skills, load_skill
 
 __all__ = ["main"]
 
@@ -100,6 +101,30 @@ async def _schema_echo(client: Client, context: Mapping[str, Any]) -> None:
         await client.call_tool("json_schema_echo", {"schema": source.get("inputSchema")})
 
 
+async def _skills_no_prefetch(client: Client, context: Mapping[str, Any]) -> None:
+    """List the skills and stop: listing reads no skill file (SEP-2640 "Lazy Retrieval")."""
+    entries = await list_skills(client, on_invalid=_report_invalid_skill)
+    print(f"mcpx conformance-client: {len(entries)} skill(s) listed, none loaded", file=sys.stderr)
+
+
+async def _skills_load_first(client: Client, context: Mapping[str, Any]) -> None:
+    """Load the first listed skill; the suite serves a tampered SKILL.md, so verification must refuse it."""
+    entries = await list_skills(client, on_invalid=_report_invalid_skill)
+    if not entries:
+        return
+    try:
+        skill = await load_skill(client, entries[0])
+    except SkillError as exc:  # expected here: the refused skill's other files are never read
+        print(f"mcpx conformance-client: skill not loaded: {exc}", file=sys.stderr)
+        return
+    # Loaded: its other files are read only when needed, and nothing here needs them.
+    print(f"mcpx conformance-client: skill {skill.entry.name} loaded and verified", file=sys.stderr)
+
+
+def _report_invalid_skill(exc: SkillError) -> None:
+    print(f"mcpx conformance-client: skill entry ignored: {exc}", file=sys.stderr)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "initialize": _initialize_only,
     "tools_call": _list_and_call_each,
@@ -112,6 +137,10 @@ SCENARIOS: dict[str, Scenario] = {
     "http-invalid-tool-headers": _invalid_tool_headers,
     "json-schema-ref-no-deref": _initialize_only,
     "json-schema-2020-12-preservation": _schema_echo,
+    "sep-2640-client-no-prefetch": _skills_no_prefetch,
+    "sep-2640-client-verify-digest": _skills_load_first,
+    "sep-2640-client-verify-size": _skills_load_first,
+    "sep-2640-client-verify-frontmatter": _skills_load_first,
 }
 
 
