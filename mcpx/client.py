@@ -57,13 +57,22 @@ from .core._http_client import (
     SessionExpired,
     tool_header_params,
 )
+from .core._sse_client import SseClientConfig, SseClientConnection
+from .core._upstream_auth import UpstreamAuth
 from .drivers._process import stop_process
+from .drivers._sse_transport import SseTransport
 
-__all__ = ["Client", "McpCallError", "Resolver", "connect_http", "connect_stdio"]
+__all__ = ["Client", "McpCallError", "Resolver", "connect_http", "connect_sse", "connect_stdio"]
 
 Resolver = Callable[[str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 CLIENT_INFO = {"name": "mcpx", "version": "0.1.0"}
 STDERR_KEPT = 64 * 1024
+
+
+def _refused_for_expiry(error: Mapping[str, Any]) -> bool:
+    """The HTTP binding's error for a request refused because its session was gone (never processed)."""
+    data = error.get("data")
+    return isinstance(data, Mapping) and data.get("sessionExpired") is True
 
 
 def _describe(error: Mapping[str, Any]) -> str:
@@ -126,6 +135,10 @@ class Client:
         self.call_timeout = 120.0
         self.stderr_done = anyio.Event()  # the server's stderr ended (its last words are in)
         self._lock = anyio.Lock()
+        # Streamable HTTP, legacy: the server forgot the session (404); ``renew`` opens a new one.
+        self.expired = False
+        self.renew: Callable[[], Awaitable[None]] | None = None
+        self._renewing = anyio.Lock()
 
     # -- what callers use ------------------------------------------------------------
 
@@ -140,15 +153,22 @@ class Client:
         *,
         on_progress: Callable[[Progress], None] | None = None,
         timeout: float | None = None,
+        retry: bool = True,
     ) -> Mapping[str, Any]:
         """Any request; its result, or ``McpCallError``.
 
         Cancelling the caller cancels upstream.  ``timeout`` (default: the
         client's ``call_timeout``; a caller may lower it, never raise it)
         bounds the wait: past it the request is cancelled upstream and
-        ``McpCallError`` says so.
+        ``McpCallError`` says so.  A legacy HTTP session the server forgot
+        (404) is replaced by a new one, and a request it refused for that is
+        sent again once (``retry``).
         """
         limit = self.call_timeout if timeout is None else min(timeout, self.call_timeout)
+        if self.expired and self.renew is not None:
+            async with self._renewing:
+                if self.expired:  # not renewed by a request that waited on the same lock
+                    await self.renew()
         try:
             handle = self.session.request(method, params, progress=on_progress is not None)
         except LocalProtocolError as exc:
@@ -179,6 +199,15 @@ class Client:
             self._pending.pop(handle, None)
             self._progress.pop(handle, None)
         outcome = pending.outcome
+        if (
+            isinstance(outcome, Failed)
+            and _refused_for_expiry(outcome.error)
+            and self.renew is not None
+            and retry
+        ):
+            # The server forgot the session and did not process this request:
+            # a new session, and the same request once more.
+            return await self.request(method, params, on_progress=on_progress, timeout=timeout, retry=False)
         if isinstance(outcome, Failed):
             if self.session.closed:
                 error = dict(outcome.error)
@@ -463,7 +492,12 @@ class _HttpTransport:
                     client.session.receive_eof()
                     self.closed.set()
                 elif isinstance(action, SessionExpired):
-                    client.session.receive_eof()  # the session is gone: its calls fail, with this reason
+                    # The session is gone: its calls fail; the next request opens a new one.
+                    client.expired = True
+                    client.session.receive_eof(
+                        f"the server ended session {action.session_id} (HTTP 404) before answering; "
+                        "mcpx opens a new session for the next request, so the call can be retried"
+                    )
         self.timer_changed.set()
 
     async def _connect(self, conn: int) -> None:
@@ -526,6 +560,7 @@ async def connect_http(
     resolver: Resolver | None = None,
     client_info: Mapping[str, Any] | None = None,
     headers: Sequence[tuple[str, str]] = (),
+    auth: UpstreamAuth | None = None,
     start_timeout: float = 30.0,
     call_timeout: float = 120.0,
 ) -> AsyncIterator[Client]:
@@ -534,15 +569,27 @@ async def connect_http(
     ``modern`` speaks 2026-07-28 (one POST per request, no session);
     otherwise ``initialize`` offers ``offer`` and the session id it gets is
     sent on every later request, and ``DELETE`` ends it on close.
+    ``auth`` (``mcpx.config.parse_auth``) adds its headers and query
+    parameters to every request of the connection — POST, GET stream, DELETE;
+    a ``type: env`` auth is for spawned servers and refused here.
     """
-    session = ClientSession(
-        client_info=client_info or CLIENT_INFO,
-        capabilities=capabilities,
-        modern=modern,
-        offer=offer,
-        stream_per_request=True,
-    )
-    http = HttpClientConnection(HttpClientConfig(url=url, modern=modern, headers=tuple(headers)))
+    if auth is not None and auth.transport != "http":
+        raise ValueError(f"auth type {auth.type} is for spawned (command) servers, not for {url}")
+    target = auth.apply_to_url(url) if auth is not None else url  # may hold a secret: never in messages
+    extra = (*headers, *(auth.headers if auth is not None else ()))
+
+    def session_for(expired: ClientSession | None = None) -> ClientSession:
+        return ClientSession(
+            continues=expired,
+            client_info=client_info or CLIENT_INFO,
+            capabilities=capabilities,
+            modern=modern,
+            offer=offer,
+            stream_per_request=True,
+        )
+
+    session = session_for()
+    http = HttpClientConnection(HttpClientConfig(url=target, modern=modern, headers=extra))
     failure: McpCallError | None = None
     async with anyio.create_task_group() as tg:
         transport = _HttpTransport(http, tg)
@@ -567,7 +614,8 @@ async def connect_http(
         client._on_tools = on_tools
         transport.client = client
         tg.start_soon(transport.run_timer)
-        if not modern:
+
+        async def start_session() -> McpCallError | None:
             failure = await client._handshake(start_timeout, f"the server at {url}")
             if failure is None:
                 # What the server sends outside any request (questions included) comes on
@@ -575,6 +623,21 @@ async def connect_http(
                 async with transport.lock:
                     http.open_get_stream(time.time())
                     await transport._flush()
+            return failure
+
+        async def renew() -> None:
+            """The server forgot the session (404): a fresh ClientSession and a new ``initialize``."""
+            client.session = session_for(client.session)
+            client.ready, client.ready_info, client.init_error = anyio.Event(), None, None
+            client.expired = False
+            failure = await start_session()
+            if failure is not None:
+                client.expired = True  # try again on the next request
+                raise failure
+
+        if not modern:
+            client.renew = renew
+            failure = await start_session()
         if failure is None:
             try:
                 yield client
@@ -585,5 +648,58 @@ async def connect_http(
                         await transport.pump()
                     await transport.closed.wait()
         tg.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+
+
+@contextlib.asynccontextmanager
+async def connect_sse(
+    url: str,
+    *,
+    offer: Revision = Revision.V2024_11_05,
+    capabilities: Mapping[str, Any] | None = None,
+    resolver: Resolver | None = None,
+    client_info: Mapping[str, Any] | None = None,
+    headers: Sequence[tuple[str, str]] = (),
+    start_timeout: float = 30.0,
+    call_timeout: float = 120.0,
+) -> AsyncIterator[Client]:
+    """Talk MCP to a 2024-11-05 server over its HTTP+SSE transport; ``url`` is its SSE endpoint (often /sse).
+
+    MCP 2024-11-05, Transports → "HTTP with SSE": a GET opens the event
+    stream, its ``endpoint`` event names where every message is POSTed (on
+    the same origin, or the connection fails), and the server's messages
+    arrive on the stream.  ``initialize`` offers ``offer`` (2024-11-05: the
+    revision of this transport; a newer server that kept it may counter-offer
+    one mcpx speaks).  ``headers`` (auth) go on the GET and every POST.
+    Closing the client closes the stream, which ends the session on the server.
+    """
+    session = ClientSession(client_info=client_info or CLIENT_INFO, capabilities=capabilities, offer=offer)
+    config = SseClientConfig(url=url, headers=tuple(headers), endpoint_timeout=start_timeout)
+    sse = SseClientConnection(config)
+    failure: McpCallError | None = None
+    async with anyio.create_task_group() as tg:
+        transport = SseTransport(sse, session, tg)
+
+        async def never(_: bytes) -> None:
+            raise AssertionError("an HTTP+SSE client sends whole Send actions")
+
+        client = Client(session, never, tg, resolver, send=transport.send)
+        client.call_timeout = call_timeout
+        client._lock = transport.lock  # one lock for the session and the binding
+        transport.after = client._flush_unlocked
+        tg.start_soon(transport.run_timer)
+        try:
+            await transport.open()
+            failure = await client._handshake(start_timeout, f"the server at {url}")
+            if failure is not None and sse.endpoint is None and sse.ended is not None:
+                why = f"mcpx could not open the HTTP+SSE stream at {url}: {sse.ended}"
+                failure = McpCallError({"code": -32603, "message": why})
+            if failure is None:
+                yield client
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await transport.aclose()
+            tg.cancel_scope.cancel()
     if failure is not None:
         raise failure

@@ -185,15 +185,24 @@ def call(
         typer.Option("--mcp-spec", help="Speak this revision (2026-07-28 or a legacy one to offer)."),
     ] = None,
     loop: Annotated[str, typer.Option(help="asyncio or trio.")] = "asyncio",
+    state: Annotated[
+        str | None, typer.Option("--state", help="State directory (era cache).", envvar="MCPX_STATE")
+    ] = None,
 ) -> None:
-    """Call TOOL on a server (a command to spawn over stdio, or a Streamable HTTP URL); print the result as JSON.
+    """Call TOOL on a server (a command to spawn over stdio, or an HTTP URL); print the result as JSON.
 
+    A URL without --mcp-spec is probed first (as `mcpx probe URL`, through the
+    era cache) and spoken to as the probe found it: 2026-07-28 or a legacy
+    revision over Streamable HTTP, or the 2024-11-05 HTTP+SSE transport.
     Exits 1 when the server answers a JSON-RPC error or the tool reports
     isError, after printing what it said.
     """
     import anyio
 
-    from ..client import McpCallError, connect_http, connect_stdio
+    from ..client import Client, McpCallError, connect_http, connect_sse, connect_stdio
+    from ..core._probe import ProbeConfig, ProbeFailed
+    from ..drivers._eracache import era_cache_path
+    from ..drivers._probe_http import probe_http
 
     arguments = dict(_argument(a) for a in arg or [])
     revision = parse_revision(mcp_spec) if mcp_spec else None
@@ -206,11 +215,21 @@ def call(
 
     async def main() -> None:
         offer = None if modern else revision
-        connection = (
-            connect_http(command[0], modern=modern, offer=offer)
-            if is_url
-            else connect_stdio(command, modern=modern, offer=offer)
-        )
+        connection: contextlib.AbstractAsyncContextManager[Client]
+        if is_url and revision is None:  # no --mcp-spec: the era probe decides (spec/era-probe.md)
+            config = ProbeConfig(client_info={"name": "mcpx", "version": __version__})
+            found = await probe_http(command[0], config, cache_path=era_cache_path(_state_dir(state)))
+            if isinstance(found, ProbeFailed):
+                raise McpCallError({"code": -32603, "message": found.reason})
+            if found.era == "legacy-sse":
+                connection = connect_sse(command[0])
+            else:
+                legacy = found.revision if found.era == "legacy" else None
+                connection = connect_http(command[0], modern=found.era == "modern", offer=legacy)
+        elif is_url:
+            connection = connect_http(command[0], modern=modern, offer=offer)
+        else:
+            connection = connect_stdio(command, modern=modern, offer=offer)
         async with connection as client:
             try:
                 outcome["result"] = await client.call_tool(tool, arguments)
@@ -221,6 +240,9 @@ def call(
         anyio.run(main, backend=loop)
     except McpCallError as exc:
         typer.echo(f"mcpx: {exc.message}", err=True)
+        raise typer.Exit(2) from None
+    except ValueError as exc:  # a URL mcpx cannot use
+        typer.echo(f"mcpx: {exc}", err=True)
         raise typer.Exit(2) from None
     except OSError as exc:
         typer.echo(f"mcpx: could not start {command[0]!r}: {exc}", err=True)
@@ -244,15 +266,18 @@ def _state_dir(given: str | None) -> str:
 @app.command()
 def probe(
     command: Annotated[
-        list[str], typer.Argument(help="The server to spawn (after --), e.g. -- python -m srv.")
+        list[str],
+        typer.Argument(help="The server to spawn (after --), e.g. -- python -m srv; or its http(s) URL."),
     ],
     state: Annotated[
         str | None, typer.Option("--state", help="State directory (era cache).", envvar="MCPX_STATE")
     ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for each answer.")] = 5.0,
 ) -> None:
-    """Find out which era a server spawned from COMMAND speaks; print it, the revision and the trace.
+    """Find out which era a server (spawned from COMMAND, or at a URL) speaks; print it, the revision and the trace.
 
+    A URL is probed over Streamable HTTP, falling back to the 2024-11-05
+    HTTP+SSE transport ("era": "legacy-sse") when Streamable HTTP is not there.
     The answer is cached per server configuration in <state>/upstream-eras.json,
     so the next probe starts from it ("cache": "confirmed").  Exits 1 when no
     era worked.
@@ -261,16 +286,23 @@ def probe(
 
     from ..core._probe import ProbeConfig
     from ..drivers._eracache import era_cache_path
+    from ..drivers._probe_http import probe_http
     from ..drivers._probe_stdio import describe, probe_stdio
 
     config = ProbeConfig(client_info={"name": "mcpx", "version": __version__}, timeout=timeout)
     cache_path = era_cache_path(_state_dir(state))
+    is_url = len(command) == 1 and command[0].startswith(("http://", "https://"))
 
     async def main() -> object:
+        if is_url:
+            return await probe_http(command[0], config, cache_path=cache_path)
         return await probe_stdio(command, config, cache_path=cache_path)
 
     try:
         outcome = anyio.run(main)
+    except ValueError as exc:  # a URL mcpx cannot use
+        typer.echo(f"mcpx: {exc}", err=True)
+        raise typer.Exit(2) from None
     except OSError as exc:
         typer.echo(f"mcpx: could not start {command[0]!r}: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -278,6 +310,57 @@ def probe(
     typer.echo(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode())
     if shown["era"] is None:
         raise typer.Exit(1)
+
+
+@app.command("settings")
+def settings(
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            help="The configuration file (default: $MCPX_CONFIG, else ~/.config/mcpx/config.toml).",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (values, sources, servers).")] = False,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="A setting as key=value (the flag layer); repeatable.")
+    ] = None,
+    mcp_spec: Annotated[str | None, typer.Option("--mcp-spec", help="spec.first.")] = None,
+    spec_precedence: Annotated[str | None, typer.Option(help="spec.precedence (comma-separated).")] = None,
+    spec_lenient: Annotated[str | None, typer.Option(help="spec.lenient (comma-separated).")] = None,
+    passthrough: Annotated[str | None, typer.Option(help="mcp.passthrough (comma-separated).")] = None,
+    address: Annotated[str | None, typer.Option(help="transport.address.")] = None,
+    port: Annotated[str | None, typer.Option(help="transport.port.")] = None,
+    state: Annotated[str | None, typer.Option("--state", help="state.dir.")] = None,
+) -> None:
+    """Show each effective setting and where it came from (default, file, env, flag), and the servers.
+
+    Layers, lowest first: defaults, the configuration file, MCPX_* variables,
+    flags.  Exits 2, listing every problem, when the configuration is not
+    usable.  Secrets are never printed.
+    """
+    from ..config import ConfigError, load_config
+    from ._settings import collect_flags, render_text
+
+    named = {
+        "spec.first": ("--mcp-spec", mcp_spec),
+        "spec.precedence": ("--spec-precedence", spec_precedence),
+        "spec.lenient": ("--spec-lenient", spec_lenient),
+        "mcp.passthrough": ("--passthrough", passthrough),
+        "transport.address": ("--address", address),
+        "transport.port": ("--port", port),
+        "state.dir": ("--state", state),
+    }
+    try:
+        flags, origins = collect_flags(set_ or [], named)
+        loaded = load_config(config, flags=flags, flag_origins=origins)
+    except (ConfigError, ValueError) as exc:
+        typer.echo(f"mcpx: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(orjson.dumps(loaded.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        typer.echo(render_text(loaded))
 
 
 @app.command("conformance-client")

@@ -223,6 +223,7 @@ class ClientSession:
         answer_modern_requests: bool = False,
         max_rounds: int = 8,
         trace: bool = False,
+        continues: ClientSession | None = None,
     ) -> None:
         offer = NEWEST_LEGACY if offer is None else offer  # the newest legacy revision by default
         if not modern and offer not in revisions:
@@ -237,8 +238,11 @@ class ClientSession:
         self._answer_modern_requests = answer_modern_requests
         self._max_rounds = max_rounds
         self._trace_on = trace
-        self._ids: Iterator[int] = itertools.count(1)
-        self._tokens: Iterator[int] = itertools.count(1)
+        # A session that replaces an expired one on the same transport goes on
+        # with its ids and progress tokens: a late frame of the old session
+        # can never be taken for one of the new session's.
+        self._ids: Iterator[int] = itertools.count(1) if continues is None else continues._ids
+        self._tokens: Iterator[int] = itertools.count(1) if continues is None else continues._tokens
         self._calls: dict[int, _Call] = {}  # handle -> call
         self._by_id: dict[RequestId, int] = {}  # request id on the wire -> handle
         self._by_token: dict[str, int] = {}  # progress token -> handle
@@ -396,13 +400,13 @@ class ClientSession:
         else:
             self._response(message)
 
-    def receive_eof(self) -> None:
-        """The server went away: every call still open fails."""
+    def receive_eof(self, reason: str = "the server closed the connection before answering") -> None:
+        """The server went away (or forgot the session): every call still open fails with ``reason``."""
         if self._state.closed:
             return
         self._state.closed = True
         for handle in list(self._calls):
-            self._fail(handle, INTERNAL_ERROR, "the server closed the connection before answering")
+            self._fail(handle, INTERNAL_ERROR, reason)
 
     # -- internals ---------------------------------------------------------------------
 

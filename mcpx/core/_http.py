@@ -911,8 +911,12 @@ class HttpServer:
     # ------------------------------------------------------------------
 
     def _open_legacy_sse(self, c: _Conn, now: float) -> None:
-        if "text/event-stream" not in c.headers.get("accept", "text/event-stream"):
-            raise _HttpError(406, "the SSE endpoint answers text/event-stream")
+        # 2024-11-05 asks nothing of the client's Accept here: any range that
+        # covers text/event-stream will do (curl sends */*).
+        if not _accepts_event_stream(c.headers.get("accept", "text/event-stream")):
+            raise _HttpError(
+                406, "the SSE endpoint answers text/event-stream; send Accept: text/event-stream"
+            )
         if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
             raise _HttpError(503, "too many open sessions; try again later")
         session_id = self._new_session_id()
@@ -1481,4 +1485,20 @@ def _param_matches(header: str, value: Any) -> bool:
             return False
     if isinstance(value, str):
         return header == value
+    return False
+
+
+def _accepts_event_stream(accept: str) -> bool:
+    """Whether an Accept header admits ``text/event-stream`` (the type itself, ``text/*`` or ``*/*``)."""
+    for item in accept.split(","):
+        media, _, params = item.partition(";")
+        if media.strip().lower() in ("text/event-stream", "text/*", "*/*"):
+            q = next(
+                (p.split("=", 1)[1] for p in params.split(";") if p.strip().lower().startswith("q=")), "1"
+            )
+            try:
+                if float(q) > 0:
+                    return True
+            except ValueError:
+                continue
     return False

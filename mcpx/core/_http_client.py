@@ -167,11 +167,11 @@ _HEADER_TYPES: Final = frozenset({"string", "integer", "boolean"})
 class HttpClientConfig:
     """One upstream MCP URL and how to talk to it.  ``host``/``port``/``tls`` are derived from ``url``."""
 
-    url: str
+    url: str = field(repr=False)  # query-string auth may be in it
     modern: bool = False
     revision: Revision = MODERN  # 2026-07-28: the version stated when a body does not say
     user_agent: str = "mcpx"
-    headers: tuple[tuple[str, str], ...] = ()
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may carry credentials
     tool_headers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     max_body: int = 4 * 1024 * 1024
     max_event: int = 4 * 1024 * 1024
@@ -186,7 +186,7 @@ class HttpClientConfig:
     host: str = field(init=False, default="")
     port: int = field(init=False, default=0)
     authority: str = field(init=False, default="")
-    target: str = field(init=False, default="/")
+    target: str = field(init=False, default="/", repr=False)  # may carry query-string auth
     refused_headers: tuple[str, ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
@@ -847,7 +847,7 @@ class HttpClientConnection:
         error: Mapping[str, Any] | None = None,
     ) -> None:
         """Every request ``stream`` still waits for gets one error: the server's ``error``, or one made here."""
-        synthesized = error is None
+        synthesized = error is None or "sessionExpired" in (error.get("data") or {})
         if error is None:
             data: dict[str, Any] = {}
             if ex is not None and ex.status:
@@ -896,6 +896,14 @@ class HttpClientConnection:
         if stream.kind == "get":
             if not expired:
                 self._end_get(stream, message, resuming=False)
+        elif stream.awaiting and expired:
+            # Refused for the session, so never processed: the caller may send it
+            # again in a new session (data.sessionExpired says so).
+            data: dict[str, Any] = {"httpStatus": 404, "sessionExpired": True}
+            if error is not None:
+                data["serverError"] = error
+            why = f"the server ended session {ex.session_id} (HTTP 404) and did not process the request"
+            self._fail(stream, why, ex, error={"code": INTERNAL_ERROR, "message": why, "data": data})
         elif stream.awaiting:
             if error is not None:
                 self._fail(stream, message, ex, error=error)

@@ -41,7 +41,9 @@ Rules
   gets no JSON-RPC answer (a 404, a 405, an HTML page, a dropped connection),
   or a JSON-RPC error with 400/404/405, the probe GETs ``sse_path`` for a
   2024-11-05 HTTP+SSE stream and ends at its ``endpoint`` event, leaving
-  that stream open for the caller: ``era="legacy-sse"``.
+  that stream open for the caller: ``era="legacy-sse"``.  The endpoint is
+  resolved against ``sse_path`` and must stay on its origin
+  (``_sse_client.resolve_endpoint``).
 * **A cached era is tried first** (``cached=``): legacy starts at
   ``initialize``, legacy-sse at the GET, modern at ``server/discover`` with
   the cached revision.  When the cached path fails in a way that could mean
@@ -107,7 +109,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
@@ -129,6 +131,7 @@ from ._revisions import (
     Revision,
 )
 from ._sse import SseDecoder, SseError
+from ._sse_client import resolve_endpoint
 
 __all__ = [
     "CloseResponse",
@@ -1174,14 +1177,15 @@ class EraProbe:
                 self._note(f"recv SSE event {_short(sse.event, 40)} before the endpoint event; ignored")
                 continue
             uri = sse.data.strip()
-            try:
-                endpoint = urljoin(self.sse_path, uri) if uri and self.sse_path else uri
-            except ValueError:
-                endpoint = ""
-            if not endpoint or any(ch.isspace() or not ch.isprintable() for ch in endpoint):
+            # 2024-11-05 "HTTP with SSE": relative to the SSE URL, and never on another origin
+            endpoint = resolve_endpoint(self.sse_path, uri)
+            if endpoint is None:
                 self._heard["GET"] = f"{described}, an unusable endpoint event"
                 self._decide(
-                    _Decision(verdict=_V.NO_SSE, note=f"recv an endpoint event naming {_short(uri, 80)!s}")
+                    _Decision(
+                        verdict=_V.NO_SSE,
+                        note=f"recv an endpoint event naming {_short(uri, 80)!s}: not a URI on the SSE URL's origin",
+                    )
                 )
                 return
             self._decide(

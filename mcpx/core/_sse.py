@@ -58,7 +58,15 @@ class SseEvent:
 
 
 class SseError(Exception):
-    """The stream broke the format or a limit."""
+    """The stream broke the format or a limit.
+
+    ``events`` are the events ``feed`` completed in the same chunk before the
+    error: they arrived whole, so a reader may still hand them on.
+    """
+
+    def __init__(self, message: str, events: list[SseEvent] | None = None) -> None:
+        super().__init__(message)
+        self.events: list[SseEvent] = events or []
 
 
 class SseDecoder:
@@ -76,24 +84,29 @@ class SseDecoder:
         self.last_event_id: str | None = None
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
+        """The events ``chunk`` completed; ``SseError`` (with those events) when a limit is broken."""
         events: list[SseEvent] = []
         buf = self._buf
         buf += chunk
         start = 0
-        while True:
-            line_end, skip = self._find_line_end(buf, max(start, self._scan))
-            if line_end < 0:
-                break
-            line = bytes(buf[start:line_end])
-            start = line_end + skip
-            self._scan = start
-            self._line(line, events)
+        try:
+            while True:
+                line_end, skip = self._find_line_end(buf, max(start, self._scan))
+                if line_end < 0:
+                    break
+                line = bytes(buf[start:line_end])
+                start = line_end + skip
+                self._scan = start
+                self._line(line, events)
+        except SseError as exc:
+            exc.events = events
+            raise
         if start:
             del buf[:start]
         # A trailing CR may be the first half of a CRLF: look at it again.
         self._scan = len(buf) - 1 if buf.endswith(b"\r") else len(buf)
         if len(buf) + self._size > self.max_event:
-            raise SseError(f"an SSE event exceeds {self.max_event} bytes")
+            raise SseError(f"an SSE event exceeds {self.max_event} bytes", events)
         return events
 
     def _find_line_end(self, buf: bytearray, start: int) -> tuple[int, int]:

@@ -149,3 +149,29 @@ def test_the_conformance_client_runs_a_scenario_and_refuses_what_it_cannot(
         timeout=60,
     )
     assert auth.returncode == 1 and b"not supported" in auth.stderr
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_forgotten_session_is_replaced_and_the_refused_call_sent_again(backend: str) -> None:
+    """The server restarts and forgets every session: the next call still gets its answer."""
+    proc, url = start_http_server("asyncio")
+    port = url.split(":")[2].split("/")[0]
+    procs = [proc]
+
+    async def main() -> None:
+        async with connect_http(url, offer=Revision.V2025_11_25) as client:
+            first = client.session
+            assert (await client.call_tool("echo", {"text": "one"}))["content"][0]["text"] == "one"
+            await anyio.to_thread.run_sync(stop_http_server, proc)
+            again, _ = await anyio.to_thread.run_sync(start_http_server, "asyncio", "--http", port)
+            procs.append(again)
+            # The POST carries the old session id; the new server answers 404 and never runs the tool.
+            assert (await client.call_tool("echo", {"text": "two"}))["content"][0]["text"] == "two"
+            assert client.session is not first and client.revision == Revision.V2025_11_25
+            assert (await client.call_tool("echo", {"text": "three"}))["content"][0]["text"] == "three"
+
+    try:
+        anyio.run(main, backend=backend)
+    finally:
+        for p in procs:
+            stop_http_server(p)

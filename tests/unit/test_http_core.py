@@ -454,6 +454,26 @@ def test_http_sse_transport_of_2024_11_05() -> None:
     assert h.reply(gone).status == 404  # losing the stream ended the session
 
 
+@pytest.mark.parametrize(
+    ("accept", "status"),
+    [
+        ("*/*", 200),
+        ("text/*", 200),
+        ("text/event-stream;q=0.5, */*;q=0.1", 200),
+        (None, 200),
+        ("application/json", 406),
+        ("text/event-stream;q=0", 406),
+    ],
+)
+def test_the_sse_endpoint_takes_any_accept_that_covers_an_event_stream(
+    accept: str | None, status: int
+) -> None:
+    h = Harness()
+    stream = h.open()
+    h.send(stream, "GET", None, {} if accept is None else {"accept": accept}, target="/sse")
+    assert h.reply(stream).status == status
+
+
 def test_idle_sessions_expire() -> None:
     h = Harness(session_idle=60.0)
     session = h.initialize()

@@ -26,6 +26,12 @@ SURFACE = {
         "embedded", "image", "resource_link", "text", "to_call_result",
     },
     "mcpx.drivers": {"LOOPS", "HttpConfig", "serve_http", "serve_stdio"},
+    "mcpx.config": {
+        "AUTH_TYPES", "SETTINGS", "AuthConfigError", "Config", "ConfigError", "Scope", "Setting", "SettingDef",
+        "Settings", "Source", "UpstreamAuth", "UpstreamServer", "check_server_name", "config_location",
+        "default_state_dir", "detect_format", "ensure_state_dir", "env_name", "format_duration", "load_config",
+        "parse_auth", "parse_config", "parse_duration", "resolve_settings", "write_state_file",
+    },
 }  # fmt: skip
 
 

@@ -1,0 +1,332 @@
+"""Upstream server definitions: one entry of ``[servers]`` (TOML) or ``mcpServers`` (JSON) → ``UpstreamServer``.
+
+Both spellings describe the same thing and parse to the same model:
+
+* stdio: ``command`` (a string, or an array that includes the arguments),
+  ``args``, ``env`` (NAME = value), ``cwd``;
+* HTTP: ``url`` (Streamable HTTP; ``http://`` or ``https://`` with a host, no
+  credentials in it) and ``headers`` (name = value);
+* either: ``auth`` (``mcpx.core._upstream_auth``), ``scope`` (``shared``, the
+  default: one instance for everyone; ``connection``: one per host
+  connection; ``call``: one per call), ``type`` (``stdio``, ``http``,
+  ``streamable-http``, ``sse``: what MCP hosts write; checked against
+  ``command``/``url``, otherwise informational — which HTTP transport a URL
+  speaks is the era probe's finding) and ``disabled`` (``true`` leaves the
+  server out).
+
+A server's name is its namespace — prompts are offered as ``<name>_<prompt>``
+and resources as ``mcpx://<name>/<uri>`` — so it must be lowercase letters,
+digits and ``-``, start with a letter, not end with ``-``, and be at most 63
+characters (a URI host label); ``mcpx`` is mcpx's own.
+
+The JSON that MCP hosts already use is read as is: keys a host understands
+but mcpx does not (``autoApprove``, ``timeout``, …) are reported as warnings
+rather than refused.  mcpx's own TOML is strict: an unknown key is an error.
+Nothing here does I/O; ``environ`` is only for ``auth``'s indirections.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from ..core._upstream_auth import (
+    AuthConfigError,
+    Transport,
+    UpstreamAuth,
+    parse_auth,
+    refused_header_reason,
+)
+from ._settings import SERVER_NAME, SERVER_NAME_RULE, suggest
+
+__all__ = ["RESERVED_NAMES", "Scope", "UpstreamServer", "check_server_name", "parse_server"]
+
+RESERVED_NAMES: Final = frozenset({"mcpx"})
+_KEYS: Final = ("command", "args", "env", "cwd", "url", "headers", "auth", "scope", "type", "disabled")
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_TYPES: Final[Mapping[str, Transport]] = {
+    "stdio": "stdio",
+    "http": "http",
+    "streamable-http": "http",
+    "streamableHttp": "http",
+    "sse": "http",
+}
+
+
+class Scope(enum.StrEnum):
+    """Who shares one running instance of an upstream."""
+
+    SHARED = "shared"
+    """One instance for every host connection and call (the default)."""
+    CONNECTION = "connection"
+    """One instance per host connection (a stdio host process, a legacy HTTP session)."""
+    CALL = "call"
+    """A fresh instance for each call, stopped when it ends."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamServer:
+    """One configured upstream.  Exactly one of ``command`` (stdio) and ``url`` (HTTP) is set.
+
+    ``env`` and ``headers`` may hold secrets and are left out of ``repr()``;
+    ``describe()`` shows only their names.
+    """
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    cwd: str | None = None
+    url: str | None = None
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    auth: UpstreamAuth | None = None
+    scope: Scope = Scope.SHARED
+
+    @property
+    def transport(self) -> Transport:
+        return "stdio" if self.command is not None else "http"
+
+    def argv(self) -> list[str]:
+        """What to spawn (no shell): ``[command, *args]``."""
+        if self.command is None:
+            raise ValueError(f"server {self.name!r} is an HTTP server ({self.url}); it has no command")
+        return [self.command, *self.args]
+
+    def process_env(self) -> dict[str, str]:
+        """Variables to add to mcpx's environment for the spawned process: ``env``, then ``auth`` (type env).
+
+        Pass it as ``connect_stdio(env=...)``, which merges it over ``os.environ``.
+        """
+        merged = dict(self.env)
+        if self.auth is not None:
+            merged.update(self.auth.env_vars())
+        return merged
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready and secret-free (variable and header names, never their values)."""
+        out: dict[str, Any] = {"transport": self.transport, "scope": str(self.scope)}
+        if self.command is not None:
+            out["command"] = self.command
+            out["args"] = list(self.args)
+            if self.env:
+                out["env"] = [name for name, _ in self.env]
+            if self.cwd is not None:
+                out["cwd"] = self.cwd
+        else:
+            out["url"] = self.url
+            if self.headers:
+                out["headers"] = [name for name, _ in self.headers]
+        if self.auth is not None:
+            out["auth"] = self.auth.describe()
+        return out
+
+
+def check_server_name(name: object) -> str | None:
+    """Why ``name`` cannot be a server name (a namespace), or ``None`` when it can."""
+    if not isinstance(name, str) or not SERVER_NAME.match(name):
+        hint = ""
+        if isinstance(name, str):
+            fixed = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:63].strip("-")
+            if fixed and not fixed[0].isalpha():
+                fixed = f"s-{fixed}"[:63].strip("-")
+            if fixed and SERVER_NAME.match(fixed) and fixed not in RESERVED_NAMES:
+                hint = f", e.g. {fixed!r}"
+        return (
+            f"server name {name!r} cannot be used as a namespace (it prefixes prompts as <name>_<prompt> "
+            f"and is the host of mcpx://<name>/ URIs): use {SERVER_NAME_RULE}{hint}"
+        )
+    if name in RESERVED_NAMES:
+        return f"server name {name!r} is reserved for mcpx's own tools and resources; choose another name"
+    return None
+
+
+def parse_server(
+    name: str,
+    entry: object,
+    *,
+    where: str,
+    environ: Mapping[str, str],
+    strict: bool,
+    problems: list[str],
+    warnings: list[str],
+) -> UpstreamServer | None:
+    """One server entry; problems and warnings are appended (each saying what to do), ``None`` when unusable.
+
+    ``strict`` (mcpx's TOML) refuses unknown keys; otherwise (a host's JSON)
+    they are warnings.  A ``disabled`` server is ``None`` with a warning.
+    """
+    before = len(problems)
+    reason = check_server_name(name)
+    if reason is not None:
+        problems.append(f"{where}: {reason}")
+    if not isinstance(entry, Mapping):
+        problems.append(f"{where} must be a table/object with command or url, not {type(entry).__name__}")
+        return None
+    for key in entry:
+        if key not in _KEYS:
+            text = f"{where}: unknown key {key!r}{suggest(str(key), _KEYS)}"
+            if strict:
+                problems.append(f"{text}; a server takes {', '.join(_KEYS)}")
+            else:
+                warnings.append(f"{text} ignored (mcpx reads {', '.join(_KEYS)})")
+    disabled = entry.get("disabled", False)
+    if not isinstance(disabled, bool):
+        problems.append(f"{where}.disabled must be true or false, not {disabled!r}")
+    elif disabled:
+        warnings.append(f"{where} is disabled and left out")
+        return None
+    command, url = entry.get("command"), entry.get("url")
+    if (command is None) == (url is None):
+        problems.append(
+            f"{where} needs exactly one of command (a program to spawn, over stdio) or url "
+            "(a Streamable HTTP endpoint)" + ("; it has both" if command is not None else "")
+        )
+        return None
+    transport: Transport = "stdio" if command is not None else "http"
+    declared = entry.get("type")
+    if declared is not None:
+        if declared not in _TYPES:
+            problems.append(
+                f"{where}.type {declared!r} is not a transport; use stdio, http or streamable-http"
+            )
+        elif _TYPES[declared] != transport:
+            has = "command" if transport == "stdio" else "url"
+            problems.append(f"{where}.type is {declared} but the server has a {has}; make them agree")
+    scope_raw = entry.get("scope", "shared")
+    try:
+        scope = Scope(scope_raw)
+    except ValueError:
+        scope = Scope.SHARED
+        problems.append(f"{where}.scope {scope_raw!r} is not a scope; use {', '.join(Scope)}")
+
+    argv: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    if transport == "stdio":
+        argv = _argv(command, entry.get("args"), where, problems)
+        env = _env(entry.get("env"), where, problems)
+        cwd = entry.get("cwd")
+        if cwd is not None and (not isinstance(cwd, str) or not cwd or "\0" in cwd):
+            problems.append(f"{where}.cwd must be a directory path")
+        for key in ("headers",):
+            if key in entry:
+                problems.append(f"{where}.{key} is for url servers; a command server takes env instead")
+    else:
+        _url(url, where, problems)
+        headers = _headers(entry.get("headers"), where, problems)
+        for key in ("args", "env", "cwd"):
+            if key in entry:
+                problems.append(f"{where}.{key} is for command servers; a url server takes headers and auth")
+    auth: UpstreamAuth | None = None
+    if entry.get("auth") is not None:
+        try:
+            auth = parse_auth(entry["auth"], environ=environ, transport=transport, where=f"{where}.auth")
+        except AuthConfigError as exc:
+            problems.append(str(exc))
+    if auth is not None:
+        clash = {n.lower() for n, _ in auth.headers} & {n.lower() for n, _ in headers}
+        for header in sorted(clash):
+            problems.append(f"{where}: auth sets {header} and so does headers; keep one")
+    if len(problems) > before:
+        return None
+    return UpstreamServer(
+        name=name,
+        command=argv[0] if argv else None,
+        args=argv[1:],
+        env=env,
+        cwd=cwd,
+        url=url if transport == "http" else None,
+        headers=headers,
+        auth=auth,
+        scope=scope,
+    )
+
+
+def _argv(command: object, args: object, where: str, problems: list[str]) -> tuple[str, ...]:
+    if isinstance(command, str) and command.strip():
+        head: list[str] = [command]
+    elif isinstance(command, list) and command and all(isinstance(c, str) and c for c in command):
+        head = list(command)
+    else:
+        problems.append(
+            f"{where}.command must be a program name or path (or an array: program and arguments)"
+        )
+        return ()
+    if args is None:
+        return tuple(head)
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        problems.append(f"{where}.args must be an array of strings (quote numbers)")
+        return ()
+    if any("\0" in part for part in (*head, *args)):
+        problems.append(f"{where}: command and args cannot contain NUL characters")
+        return ()
+    return (*head, *args)
+
+
+def _env(table: object, where: str, problems: list[str]) -> tuple[tuple[str, str], ...]:
+    if table is None:
+        return ()
+    if not isinstance(table, Mapping):
+        problems.append(f"{where}.env must be a table of NAME = string")
+        return ()
+    out: list[tuple[str, str]] = []
+    for name, value in table.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            problems.append(
+                f"{where}.env: {name!r} is not an environment variable name (letters, digits and _, "
+                "not starting with a digit)"
+            )
+        elif not isinstance(value, str):
+            problems.append(f"{where}.env.{name} must be a string (quote it)")
+        elif "\0" in value:
+            problems.append(f"{where}.env.{name} contains a NUL character, which no environment can hold")
+        else:
+            out.append((name, value))
+    return tuple(out)
+
+
+def _url(url: object, where: str, problems: list[str]) -> None:
+    if not isinstance(url, str):
+        problems.append(f"{where}.url must be a string (http:// or https://)")
+        return
+    try:
+        parts = urlsplit(url)
+        _ = parts.port
+    except ValueError as exc:
+        problems.append(f"{where}.url is not a usable URL ({exc})")
+        return
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        problems.append(f"{where}.url must be http:// or https:// with a host")
+    elif parts.username is not None or parts.password is not None:
+        problems.append(
+            f"{where}.url carries credentials; remove them from the URL and use auth "
+            "(type basic, bearer, header or query) instead"
+        )
+
+
+def _headers(table: object, where: str, problems: list[str]) -> tuple[tuple[str, str], ...]:
+    if table is None:
+        return ()
+    if not isinstance(table, Mapping):
+        problems.append(f"{where}.headers must be a table of Header-Name = string")
+        return ()
+    out: list[tuple[str, str]] = []
+    for name, value in table.items():
+        reason = refused_header_reason(str(name))
+        if reason is not None:
+            problems.append(f"{where}.headers: {name!r} {reason}; remove it")
+        elif not isinstance(value, str) or not value.isascii() or not value.isprintable():
+            problems.append(
+                f"{where}.headers.{name} must be a string of visible ASCII characters (its value is not shown)"
+            )
+        else:
+            out.append((name, value.strip()))
+    lowered = [name.lower() for name, _ in out]
+    for dup in sorted({n for n in lowered if lowered.count(n) > 1}):
+        problems.append(f"{where}.headers names {dup} twice (header names ignore case); keep one")
+    return tuple(out)

@@ -1,0 +1,627 @@
+"""The settings table and how an effective value is chosen: defaults < file < environment < flags.
+
+``SETTINGS`` is the one place that lists every setting: its key, its kind
+(which says what values are allowed and how they are spelled), its default,
+its environment variable and flag, and what it does.  ``spec/configuration.md``
+describes the same table in prose; ``tests/unit/test_config.py`` checks that
+every key here is documented there.
+
+Environment variables are ``MCPX_`` + the key in upper snake case
+(``pool.callTimeout`` → ``MCPX_POOL_CALL_TIMEOUT``), except where the seed
+fixed another name: ``spec.first`` is ``MCPX_MCP_SPEC`` (like ``--mcp-spec``)
+and ``state.dir`` is ``MCPX_STATE``.  An empty environment variable counts as
+unset.  Values from the environment and from flags are text (lists
+comma-separated); values from a file may be TOML/JSON values of the right type
+or the same text.
+
+``resolve_settings`` is pure: it takes the file's raw values, the environment
+and the flags as arguments and returns ``Settings`` — each value with the
+layer it came from (``Source``) and the exact origin (a file path, a variable,
+a flag).  Every bad value is reported, not just the first, each with the key,
+the value, where it came from and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..core import DEFAULT_MAX_LINE, REVISIONS, Revision, SpecPolicy, parse_revision
+
+__all__ = [
+    "SETTINGS",
+    "ConfigError",
+    "Setting",
+    "SettingDef",
+    "Settings",
+    "Source",
+    "env_name",
+    "format_duration",
+    "parse_duration",
+    "resolve_settings",
+    "suggest",
+]
+
+# Server names (mcp.passthrough) follow the namespace rule of ``_servers``.
+SERVER_NAME: Final = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?\Z")
+SERVER_NAME_RULE: Final = (
+    "lowercase letters, digits and '-', starting with a letter and not ending with '-', at most 63 characters"
+)
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; ``problems`` lists every reason, each saying what to change."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = tuple(problems)
+        if len(self.problems) == 1:
+            text = self.problems[0]
+        else:
+            text = f"{len(self.problems)} problems in the configuration:\n" + "\n".join(
+                f"  - {p}" for p in self.problems
+            )
+        super().__init__(text)
+
+
+class Source(enum.StrEnum):
+    """The layer an effective value came from, lowest first."""
+
+    DEFAULT = "default"
+    FILE = "file"
+    ENV = "env"
+    FLAG = "flag"
+
+
+# --------------------------------------------------------------------------
+# Kinds: what a setting accepts, and how its value is shown
+# --------------------------------------------------------------------------
+
+_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT: Final = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(raw: object) -> float:
+    """Seconds, from a number (seconds) or a duration text: ``90``, ``90s``, ``2m``, ``1h30m``, ``500ms``."""
+    if isinstance(raw, bool):
+        raise ValueError("not a duration")
+    if isinstance(raw, int | float):
+        seconds = float(raw)
+    elif isinstance(raw, str):
+        text = raw.strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            pos, seconds = 0, 0.0
+            for match in _DURATION_PART.finditer(text):
+                if match.start() != pos:
+                    break
+                seconds += float(match.group(1)) * _UNIT[match.group(2)]
+                pos = match.end()
+            if pos != len(text) or not text:
+                raise ValueError("not a duration") from None
+    else:
+        raise ValueError("not a duration")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError("not a duration")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest spelling ``parse_duration`` reads back: ``2m``, ``1m30s``, ``500ms``, ``0s``."""
+    if seconds == 0:
+        return "0s"
+    if seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    out = ""
+    if hours:
+        out += f"{int(hours)}h"
+    if minutes:
+        out += f"{int(minutes)}m"
+    if secs:
+        out += f"{round(secs, 3):g}s"
+    return out
+
+
+def _items(raw: object) -> list[str]:
+    """A list from a TOML/JSON array, or from comma-separated text."""
+    if isinstance(raw, str):
+        return [v.strip() for v in raw.split(",") if v.strip()]
+    if isinstance(raw, list | tuple) and all(isinstance(v, str) for v in raw):
+        return [v.strip() for v in raw]
+    raise ValueError("not a list of strings")
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """How one setting's raw values are checked and shown.
+
+    ``parse`` raises ``ValueError`` whose text completes "…: <text>"; ``allowed``
+    says what would have been accepted.
+    """
+
+    allowed: str
+    parse: Callable[[object], Any]
+    show: Callable[[Any], str]
+    json: Callable[[Any], Any] = field(default=lambda v: v)
+
+
+def _duration(*, positive: bool = False) -> _Kind:
+    def parse(raw: object) -> float:
+        seconds = parse_duration(raw)
+        if positive and seconds == 0:
+            raise ValueError("must be more than 0s")
+        return seconds
+
+    floor = " (more than 0s)" if positive else ""
+    return _Kind(
+        allowed=f"a duration: seconds (120) or 90s, 2m, 1h30m, 500ms{floor}",
+        parse=parse,
+        show=format_duration,
+    )
+
+
+def _integer(low: int, high: int | None = None) -> _Kind:
+    def parse(raw: object) -> int:
+        if isinstance(raw, bool):
+            raise ValueError("not a whole number")
+        if isinstance(raw, int):
+            value = raw
+        elif isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
+            value = int(raw)
+        else:
+            raise ValueError("not a whole number")
+        if value < low or (high is not None and value > high):
+            raise ValueError("out of range")
+        return value
+
+    span = f"{low} or more" if high is None else f"{low} to {high}"
+    return _Kind(allowed=f"a whole number, {span}", parse=parse, show=str)
+
+
+def _text(pattern: str, what: str) -> _Kind:
+    compiled = re.compile(pattern)
+
+    def parse(raw: object) -> str:
+        if not isinstance(raw, str) or not compiled.fullmatch(raw.strip()):
+            raise ValueError(f"not {what}")
+        return raw.strip()
+
+    return _Kind(allowed=what, parse=parse, show=str)
+
+
+def _revision_list(complete: bool) -> _Kind:
+    def parse(raw: object) -> tuple[Revision, ...]:
+        out: list[Revision] = []
+        for item in _items(raw):
+            rev = _revision(item)
+            if rev in out:
+                raise ValueError(f"{rev} is listed twice")
+            out.append(rev)
+        if complete:
+            out += [rev for rev in reversed(REVISIONS) if rev not in out]
+        return tuple(out)
+
+    valid = ", ".join(REVISIONS)
+    what = (
+        "revisions in the order their rules win (the rest follow, newest first)" if complete else "revisions"
+    )
+    return _Kind(
+        allowed=f"comma-separated {what}; valid revisions are {valid}",
+        parse=parse,
+        show=lambda v: ",".join(v) or "(none)",
+        json=lambda v: [str(r) for r in v],
+    )
+
+
+def _revision(text: str) -> Revision:
+    try:
+        return parse_revision(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an MCP revision") from None
+
+
+def _optional_revision() -> _Kind:
+    def parse(raw: object) -> Revision | None:
+        if not isinstance(raw, str):
+            raise ValueError("not a revision")
+        return _revision(raw.strip()) if raw.strip() else None
+
+    return _Kind(
+        allowed=f"one revision: {', '.join(REVISIONS)}",
+        parse=parse,
+        show=lambda v: "(none)" if v is None else str(v),
+        json=lambda v: None if v is None else str(v),
+    )
+
+
+def _name_list() -> _Kind:
+    def parse(raw: object) -> tuple[str, ...]:
+        out: list[str] = []
+        for item in _items(raw):
+            if not SERVER_NAME.match(item):
+                raise ValueError(f"{item!r} is not a server name")
+            if item in out:
+                raise ValueError(f"{item} is listed twice")
+            out.append(item)
+        return tuple(out)
+
+    return _Kind(
+        allowed=f"comma-separated names of configured servers ({SERVER_NAME_RULE})",
+        parse=parse,
+        show=lambda v: ",".join(v) or "(none)",
+        json=list,
+    )
+
+
+def _string_list(what: str) -> _Kind:
+    def parse(raw: object) -> tuple[str, ...]:
+        items = _items(raw)
+        if any(not item or any(ch.isspace() for ch in item) for item in items):
+            raise ValueError("an item is empty or contains spaces")
+        return tuple(items)
+
+    return _Kind(
+        allowed=f"comma-separated {what}", parse=parse, show=lambda v: ",".join(v) or "(none)", json=list
+    )
+
+
+def _path() -> _Kind:
+    def parse(raw: object) -> str:
+        if not isinstance(raw, str) or not raw.strip() or "\0" in raw:
+            raise ValueError("not a path")
+        return raw.strip()
+
+    return _Kind(allowed="a directory path (~ is your home directory)", parse=parse, show=str)
+
+
+# --------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------
+
+
+def env_name(key: str) -> str:
+    """``MCPX_`` + ``key`` in upper snake case: ``pool.callTimeout`` → ``MCPX_POOL_CALL_TIMEOUT``."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).replace(".", "_")
+    return "MCPX_" + snake.upper()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettingDef:
+    """One row of the settings table."""
+
+    key: str
+    kind: _Kind
+    default: Any
+    description: str
+    env: str = ""
+    flag: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.env:
+            object.__setattr__(self, "env", env_name(self.key))
+
+    @property
+    def allowed(self) -> str:
+        return self.kind.allowed
+
+
+_NEWEST_FIRST: Final = tuple(reversed(REVISIONS))
+STATE_DIR_DEFAULT: Final = "$XDG_STATE_HOME/mcpx, else ~/.local/state/mcpx"
+
+SETTINGS: Final[tuple[SettingDef, ...]] = (
+    SettingDef(
+        key="spec.precedence",
+        kind=_revision_list(complete=True),
+        default=_NEWEST_FIRST,
+        flag="--spec-precedence",
+        description="Revisions in the order their rules win a conflict the peer's version does not settle.",
+    ),
+    SettingDef(
+        key="spec.first",
+        kind=_optional_revision(),
+        default=None,
+        env="MCPX_MCP_SPEC",
+        flag="--mcp-spec",
+        description="One revision moved to the front of spec.precedence.",
+    ),
+    SettingDef(
+        key="spec.lenient",
+        kind=_revision_list(complete=False),
+        default=(),
+        flag="--spec-lenient",
+        description="Revisions mcpx does not hold strictly (may send fields their schema lacks).",
+    ),
+    SettingDef(
+        key="proto.askTimeout",
+        kind=_duration(positive=True),
+        default=600.0,
+        description="How long one client request may be held while a question is out.",
+    ),
+    SettingDef(
+        key="proto.askRounds",
+        kind=_integer(1, 1000),
+        default=8,
+        description="How many times one call may come back asking before it is abandoned.",
+    ),
+    SettingDef(
+        key="proto.stateTTL",
+        kind=_duration(positive=True),
+        default=1800.0,
+        description="How long a 2026-07-28 requestState may be resumed with.",
+    ),
+    SettingDef(
+        key="proto.askTTL",
+        kind=_duration(positive=True),
+        default=900.0,
+        description="How long a parked call waits for an answer, and how long its result is kept after.",
+    ),
+    SettingDef(
+        key="pool.callTimeout",
+        kind=_duration(positive=True),
+        default=120.0,
+        description="How long one upstream call may run (paused while a question is pending).",
+    ),
+    SettingDef(
+        key="pool.idleTimeout",
+        kind=_duration(),
+        default=300.0,
+        description="How long an unused shared upstream is kept running (0s: stop it after each use).",
+    ),
+    SettingDef(
+        key="pool.maxSpawnsPerMinute",
+        kind=_integer(1, 10_000),
+        default=30,
+        description="How many upstream processes mcpx may start per minute, over all servers.",
+    ),
+    SettingDef(
+        key="transport.address",
+        kind=_text(r"[0-9A-Za-z.:\-\[\]%]+", "a host name or IP address (e.g. 127.0.0.1, ::1, 0.0.0.0)"),
+        default="127.0.0.1",
+        flag="--address",
+        description="The address the HTTP listener binds; beyond loopback, anyone who can route to it can call tools.",
+    ),
+    SettingDef(
+        key="transport.port",
+        kind=_integer(0, 65535),
+        default=8899,
+        flag="--port",
+        description="The TCP port of the HTTP listener (0 picks a free one).",
+    ),
+    SettingDef(
+        key="transport.allowedOrigins",
+        kind=_string_list("Origins (scheme://host[:port])"),
+        default=(),
+        description="Origins accepted besides loopback and the bound address (others get 403).",
+    ),
+    SettingDef(
+        key="transport.allowedHosts",
+        kind=_string_list("Host header values"),
+        default=(),
+        description="Host header values accepted besides loopback and the bound address.",
+    ),
+    SettingDef(
+        key="transport.sseKeepAlive",
+        kind=_duration(positive=True),
+        default=15.0,
+        description="Silence after which a slow answer becomes an event stream carrying comments.",
+    ),
+    SettingDef(
+        key="transport.stdioDrain",
+        kind=_duration(),
+        default=2.0,
+        description="How long requests in flight get to answer after stdin closes.",
+    ),
+    SettingDef(
+        key="transport.maxLine",
+        kind=_integer(1024),
+        default=DEFAULT_MAX_LINE,
+        description="The longest stdio line accepted, in bytes.",
+    ),
+    SettingDef(
+        key="transport.maxBody",
+        kind=_integer(1024),
+        default=4 * 1024 * 1024,
+        description="The largest HTTP request body accepted, in bytes (413 beyond).",
+    ),
+    SettingDef(
+        key="transport.requestTimeout",
+        kind=_duration(positive=True),
+        default=10.0,
+        description="How long an HTTP client has to send a request's headers and body (408 beyond).",
+    ),
+    SettingDef(
+        key="mcp.passthrough",
+        kind=_name_list(),
+        default=(),
+        flag="--passthrough",
+        description="Configured servers whose tools, prompts and resources are offered under their own names.",
+    ),
+    SettingDef(
+        key="state.dir",
+        kind=_path(),
+        default=None,  # computed from the environment: see default_state_dir
+        env="MCPX_STATE",
+        flag="--state",
+        description="Where mcpx keeps its state (era cache, …); created 0700, files 0600.",
+    ),
+)
+
+_BY_KEY: Final[Mapping[str, SettingDef]] = {s.key: s for s in SETTINGS}
+GROUPS: Final[frozenset[str]] = frozenset(s.key.split(".")[0] for s in SETTINGS)
+
+
+def suggest(word: str, choices: Sequence[str]) -> str:
+    """ " (did you mean X?)" when something in ``choices`` is close to ``word``, else ""."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def unknown_setting(key: str, origin: str) -> str:
+    """The message for a key that is not a setting."""
+    group = key.split(".", maxsplit=1)[0]
+    if group in GROUPS:
+        siblings = ", ".join(s.key for s in SETTINGS if s.key.startswith(group + "."))
+        return f"unknown setting {key} (in {origin}){suggest(key, list(_BY_KEY))}; {group} settings are {siblings}"
+    return (
+        f"unknown setting {key} (in {origin}){suggest(key, list(_BY_KEY))}; "
+        f"settings are grouped as {', '.join(sorted(GROUPS))} (see `mcpx settings`)"
+    )
+
+
+def default_state_dir(environ: Mapping[str, str], home: str) -> str:
+    """``$XDG_STATE_HOME/mcpx``, else ``<home>/.local/state/mcpx`` (the XDG base directory rule)."""
+    base = environ.get("XDG_STATE_HOME") or f"{home.rstrip('/')}/.local/state"
+    return f"{base.rstrip('/')}/mcpx"
+
+
+def expand_home(path: str, home: str) -> str:
+    """``~`` and ``~/…`` relative to ``home``; anything else unchanged."""
+    if path == "~" or path.startswith("~/"):
+        return home.rstrip("/") + path[1:]
+    return path
+
+
+# --------------------------------------------------------------------------
+# Effective values
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setting:
+    """One effective value and where it came from (``origin``: a path, a variable, a flag, or "default")."""
+
+    key: str
+    value: Any
+    source: Source
+    origin: str
+
+    @property
+    def definition(self) -> SettingDef:
+        return _BY_KEY[self.key]
+
+    def text(self) -> str:
+        """The value spelled as the file, the environment or a flag would spell it."""
+        return self.definition.kind.show(self.value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.definition.kind.json(self.value),
+            "source": str(self.source),
+            "origin": self.origin,
+        }
+
+
+class Settings(Mapping[str, Setting]):
+    """Every setting's effective value with its provenance, in table order."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Setting]) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, key: str) -> Setting:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"Settings({', '.join(f'{k}={s.text()}' for k, s in self._items.items())})"
+
+    def value(self, key: str) -> Any:
+        return self._items[key].value
+
+    def duration(self, key: str) -> float:
+        value = self.value(key)
+        assert isinstance(value, float), key
+        return value
+
+    def integer(self, key: str) -> int:
+        value = self.value(key)
+        assert isinstance(value, int), key
+        return value
+
+    def names(self, key: str) -> tuple[str, ...]:
+        value = self.value(key)
+        assert isinstance(value, tuple), key
+        return value
+
+    def policy(self) -> SpecPolicy:
+        """The revision policy these settings make (seed §1.1)."""
+        return SpecPolicy.build(
+            precedence=self.value("spec.precedence"),
+            lenient=self.value("spec.lenient"),
+            first=self.value("spec.first"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: setting.to_json() for key, setting in self._items.items()}
+
+
+def _show_raw(raw: object) -> str:
+    return repr(raw) if not isinstance(raw, list | tuple) else repr(list(raw))
+
+
+def resolve_settings(
+    file_values: Mapping[str, object] = {},
+    *,
+    file_origin: str = "file",
+    environ: Mapping[str, str] = {},
+    flags: Mapping[str, object] = {},
+    flag_origins: Mapping[str, str] = {},
+    home: str = "~",
+) -> Settings:
+    """Each setting's effective value: the default, replaced by the file, the environment, then a flag.
+
+    ``file_values`` maps dotted keys to the file's raw values (``file_origin``
+    names the file); ``flags`` maps dotted keys to a flag's text or value
+    (``flag_origins`` names the flag spelled, else the table's flag or
+    ``--set``).  Raises ``ConfigError`` listing every unknown key and every
+    value that is not allowed.
+    """
+    problems: list[str] = []
+    for key in file_values:
+        if key not in _BY_KEY:
+            problems.append(unknown_setting(key, file_origin))
+    for key in flags:
+        if key not in _BY_KEY:
+            problems.append(unknown_setting(key, flag_origins.get(key, "--set")))
+    out: dict[str, Setting] = {}
+    for definition in SETTINGS:
+        key = definition.key
+        default = definition.default
+        if key == "state.dir":
+            default = default_state_dir(environ, home)
+        chosen = Setting(key=key, value=default, source=Source.DEFAULT, origin="default")
+        layers: list[tuple[Source, str, object]] = []
+        if key in file_values:
+            layers.append((Source.FILE, file_origin, file_values[key]))
+        if environ.get(definition.env):
+            layers.append((Source.ENV, definition.env, environ[definition.env]))
+        if key in flags:
+            layers.append((Source.FLAG, flag_origins.get(key) or definition.flag or "--set", flags[key]))
+        for source, origin, raw in layers:
+            try:
+                value = definition.kind.parse(raw)
+            except ValueError as exc:
+                problems.append(
+                    f"{key} = {_show_raw(raw)} (from {origin}): {exc}; allowed: {definition.allowed}"
+                )
+                continue
+            if key == "state.dir":
+                value = expand_home(value, home)
+            chosen = Setting(key=key, value=value, source=source, origin=origin)
+        out[key] = chosen
+    if problems:
+        raise ConfigError(problems)
+    return Settings(out)

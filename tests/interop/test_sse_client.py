@@ -1,0 +1,153 @@
+"""``mcpx.client.connect_sse``: the 2024-11-05 HTTP+SSE transport against real servers on loopback.
+
+MCP 2024-11-05, Transports → "HTTP with SSE".  mcpx's own demo server
+(``mcpx demo --http 0`` serves the transport at ``/sse`` while it speaks
+2024-11-05) on both event loops, with both client backends; a small
+stand-alone server of that era (``_legacy_sse_server``); and a server whose
+endpoint event points at another origin, which mcpx must refuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcpx.client import McpCallError, connect_sse
+from mcpx.core import Revision
+from mcpx.core._client import Progress
+from tests.conformance.http_peer import start_http_server, stop_http_server
+from tests.interop._legacy_sse_server import LegacySseServer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def demo_sse_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    proc, url = start_http_server(request.param)
+    yield url.rsplit("/", 1)[0] + "/sse"
+    stop_http_server(proc)
+
+
+def _open_fds() -> set[str]:
+    fds = Path("/proc/self/fd")
+    return {os.readlink(fd) for fd in fds.iterdir() if fd.exists()} if fds.exists() else set()
+
+
+def _sockets() -> int:
+    return sum(1 for target in _open_fds() if target.startswith("socket:"))
+
+
+async def answer_roots(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    assert method == "roots/list", method
+    return {"roots": [{"uri": "file:///work", "name": "work"}]}
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_connect_sse_talks_to_mcpx_demo(demo_sse_url: str, backend: str) -> None:
+    async def main() -> None:
+        sockets = _sockets()
+        async with connect_sse(demo_sse_url, capabilities={"roots": {}}, resolver=answer_roots) as client:
+            # initialize: 2024-11-05, and the server says who it is
+            assert client.revision == Revision.V2024_11_05
+            assert client.session.server_info["name"] == "mcpx-demo"
+            tools = {t["name"] for t in await client.list_tools()}
+            assert {"echo", "count", "show_roots"} <= tools
+            echoed = await client.call_tool("echo", {"text": "over http+sse"})
+            assert echoed["content"][0]["text"] == "over http+sse"
+            # progress and log notifications arrive on the stream
+            await client.request("logging/setLevel", {"level": "info"})
+            reports: list[Progress] = []
+            counted = await client.request(
+                "tools/call", {"name": "count", "arguments": {"to": 3}}, on_progress=reports.append
+            )
+            assert counted["content"][0]["text"] == "counted to 3"
+            assert [r.progress for r in reports] == [1, 2, 3]
+            with anyio.fail_after(5):
+                while not any(n.method == "notifications/message" for n in client.notifications):
+                    await anyio.sleep(0.01)
+            logged = [n.params["data"] for n in client.notifications if n.method == "notifications/message"]
+            assert "counted 1" in logged
+            # a request from the server (2024-11-05 has roots/list) goes back by POST
+            roots = await client.call_tool("show_roots")
+            assert roots["content"][0]["text"] == "Roots: file:///work"
+            with pytest.raises(McpCallError) as unknown:
+                await client.call_tool("no_such_tool")
+            assert unknown.value.code == -32602
+            assert _sockets() >= sockets + 2  # the stream and the POST lane
+        # closed: no socket of ours is left open
+        with anyio.fail_after(5):
+            while _sockets() > sockets:
+                await anyio.sleep(0.01)
+
+    anyio.run(main, backend=backend)
+
+
+def test_closing_leaves_no_tasks_and_ends_the_session_on_the_server() -> None:
+    with LegacySseServer() as server:
+        url = server.base + "/sse"
+
+        async def main() -> None:
+            before = len(asyncio.all_tasks())
+            sockets = _sockets()
+            async with connect_sse(url) as client:
+                assert client.session.server_info == {"name": "legacy-sse-only", "version": "1.0"}
+                reports: list[Progress] = []
+                echoed = await client.request(
+                    "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, on_progress=reports.append
+                )
+                assert echoed["content"][0]["text"] == "hi" and [r.progress for r in reports] == [1]
+                assert server.open_sessions == 1
+            assert len(asyncio.all_tasks()) == before
+            with anyio.fail_after(5):
+                while _sockets() > sockets or server.open_sessions:
+                    await anyio.sleep(0.01)
+
+        anyio.run(main)
+        methods = [m.get("method") for m in server.seen]
+        assert methods[:2] == ["initialize", "notifications/initialized"]  # in order, one POST each
+
+
+def test_an_endpoint_on_another_origin_is_refused() -> None:
+    with LegacySseServer(endpoint="http://192.0.2.1:9/messages?session_id=steal") as server:
+
+        async def main() -> None:
+            with pytest.raises(McpCallError) as refused:
+                async with connect_sse(server.base + "/sse", headers=[("Authorization", "Bearer secret")]):
+                    raise AssertionError("connected")
+            assert "192.0.2.1" in refused.value.message and "origin" in refused.value.message
+
+        anyio.run(main)
+        assert server.seen == []  # nothing was POSTed, to anyone
+
+
+def test_a_url_that_is_not_an_sse_stream_fails_with_the_reason() -> None:
+    with LegacySseServer(not_mcp=True) as server:
+
+        async def main() -> None:
+            with pytest.raises(McpCallError) as failed:
+                async with connect_sse(server.base + "/sse", start_timeout=10):
+                    raise AssertionError("connected")
+            message = failed.value.message
+            assert "could not open the HTTP+SSE stream" in message and "HTTP 404" in message, message
+
+        anyio.run(main)
+
+
+def test_a_server_that_is_not_there() -> None:
+    with LegacySseServer() as server:
+        url = server.base + "/sse"
+    # stopped: the port is closed now
+
+    async def main() -> None:
+        with pytest.raises(McpCallError) as failed:
+            async with connect_sse(url, start_timeout=10):
+                raise AssertionError("connected")
+        assert "could not connect" in failed.value.message
+
+    anyio.run(main)
