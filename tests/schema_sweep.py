@@ -56,6 +56,14 @@ RESULT_DEFINITIONS = {
 }
 """The result definition for each request method, as the schemas name them."""
 
+CLIENT_RESULT_DEFINITIONS = {
+    "ping": "EmptyResult",
+    "roots/list": "ListRootsResult",
+    "sampling/createMessage": "CreateMessageResult",
+    "elicitation/create": "ElicitResult",
+}
+"""The result definition for each request a server may send a client."""
+
 TASKS_EXTENSION_SCHEMA = "ext-tasks/2026-07-28"
 """Frames of the 2026-07-28 tasks extension are checked against its own schema."""
 
@@ -245,6 +253,7 @@ class SchemaSweep:
             name = self._union_member(revision, union, frame["method"])
             if name is None:
                 raise AssertionError(f"MCP {revision} defines no server {union} {frame['method']!r}: {frame}")
+            frame = self._inherited_meta(revision, name, frame)
             if "jsonrpc" in defs[name].get("properties", {}):
                 self._check(revision, name, frame, frame)
             else:  # older schemas describe the message without its JSON-RPC envelope
@@ -278,6 +287,66 @@ class SchemaSweep:
                 raise AssertionError(f"MCP {revision} has no {result_def} for {method}: {frame}")
             self._check(revision, result_def, frame["result"], frame)
         self.counts[revision] += 1
+
+    def validate_client_sent(self, frame: dict[str, Any], revision: str, method: str | None) -> None:
+        """Check one frame mcpx's client sent to a server on ``revision``; counted as ``client <revision>``.
+
+        ``method`` is the method of the server request a response answers.  A
+        request for a method the revision does not define is mcpx's generic
+        request (seed §4.4) carrying an extension method: it is counted as an
+        exemption, not checked, since no schema describes it.
+        """
+        defs = self.definitions(revision)
+        key = f"client {revision}"
+        if "method" in frame:
+            union = "ClientRequest" if "id" in frame else "ClientNotification"
+            name = self._union_member(revision, union, frame["method"])
+            if name is None:
+                self.exemptions[key] += 1
+                return
+            frame = self._inherited_meta(revision, name, frame)
+            if "jsonrpc" in defs[name].get("properties", {}):
+                self._check(revision, name, frame, frame)
+            else:
+                envelope = "JSONRPCRequest" if "id" in frame else "JSONRPCNotification"
+                self._check(revision, envelope, frame, frame)
+                self._check(
+                    revision, name, {k: v for k, v in frame.items() if k not in ("jsonrpc", "id")}, frame
+                )
+        elif "error" in frame:
+            name = "JSONRPCErrorResponse" if "JSONRPCErrorResponse" in defs else "JSONRPCError"
+            self._check(revision, name, frame, frame)
+        else:
+            envelope = "JSONRPCResultResponse" if "JSONRPCResultResponse" in defs else "JSONRPCResponse"
+            self._check(revision, envelope, frame, frame)
+            result_def = CLIENT_RESULT_DEFINITIONS.get(method or "")
+            if result_def is None or result_def not in defs:
+                raise AssertionError(f"MCP {revision} defines no client result for {method!r}: {frame}")
+            self._check(revision, result_def, frame["result"], frame)
+        self.counts[key] += 1
+
+    def _inherited_meta(self, revision: str, name: str, frame: dict[str, Any]) -> dict[str, Any]:
+        """Check ``params._meta`` against the base message when ``name`` does not list it; the frame without it.
+
+        The 2024-11-05 … 2025-06-18 schemas declare ``params._meta`` (with
+        ``progressToken``) on the base ``Request`` and ``Notification`` only,
+        and each message's own ``params`` leaves it out; every revision's
+        Progress page has the sender put its token there.  So ``_meta`` is
+        judged by the base definition it is inherited from, and the rest of
+        the frame by the message's own.
+        """
+        params = frame.get("params")
+        if not isinstance(params, dict) or "_meta" not in params:
+            return frame
+        defs = self.definitions(revision)
+        own = defs[name].get("properties", {}).get("params", {})
+        while "$ref" in own:  # 2025-11-25 and later name their params (…RequestParams)
+            own = defs[own["$ref"].rsplit("/", 1)[-1]]
+        if "_meta" in own.get("properties", {}) or "allOf" in own:
+            return frame
+        base = "Request" if "id" in frame else "Notification"
+        self._check(revision, base, {"method": frame["method"], "params": {"_meta": params["_meta"]}}, frame)
+        return {**frame, "params": {k: v for k, v in params.items() if k != "_meta"}}
 
     def _extension_frame(self, frame: dict[str, Any], method: str | None) -> bool:
         """A tasks-extension frame to a 2026-07-28 peer: checked against ext-tasks; else ``False``."""

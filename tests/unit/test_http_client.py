@@ -386,8 +386,8 @@ def test_modern_requests_carry_the_headers_with_base64_where_needed() -> None:
     assert action.params["arguments"]["city"] == " Zürich "  # the server decoded and agreed
     p.respond(action, {"content": []})
     assert p.only(Completed).handle == handle
-    _, read = p.call("resources/read", {"uri": "file:///a b.txt"})
-    assert p.sent_for("resources/read")[0].headers["mcp-name"] == "file:///a b.txt"
+    _, read = p.call("resources/read", {"uri": "file:///notes/a%20b.txt"})
+    assert p.sent_for("resources/read")[0].headers["mcp-name"] == "file:///notes/a%20b.txt"
     assert read.method == "resources/read"
 
 
