@@ -69,6 +69,19 @@ CLIENT_INFO = {"name": "mcpx", "version": "0.1.0"}
 STDERR_KEPT = 64 * 1024
 
 
+_LIST_KEYS = {
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+}
+_DROPS = {
+    "notifications/tools/list_changed": ("tools/list",),
+    "notifications/prompts/list_changed": ("prompts/list",),
+    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
+}
+
+
 def _refused_for_expiry(error: Mapping[str, Any]) -> bool:
     """The HTTP binding's error for a request refused because its session was gone (never processed)."""
     data = error.get("data")
@@ -135,6 +148,12 @@ class Client:
         self.call_timeout = 120.0
         self.stderr_done = anyio.Event()  # the server's stderr ended (its last words are in)
         self._lock = anyio.Lock()
+        self._lists: dict[str, list[Any]] = {}  # cached_list: method -> items
+        self._list_generation = 0  # bumped by every list_changed
+        self._discovered: Mapping[str, Any] | None = None  # 2026-07-28 capabilities (server/discover)
+        self._subscribed: set[str] = set()  # 2026-07-28: resource URIs in the listen filter
+        self._listening = False
+        self._listen_wake = anyio.Event()
         # Streamable HTTP, legacy: the server forgot the session (404); ``renew`` opens a new one.
         self.expired = False
         self.renew: Callable[[], Awaitable[None]] | None = None
@@ -259,6 +278,120 @@ class Client:
         tools = await self.list_all("tools/list", "tools")
         return self._on_tools(tools) if self._on_tools is not None else tools
 
+    # -- cached lists, and what drops them (seed §4.2) ----------------------------------
+
+    async def cached_list(self, method: str) -> list[Any]:
+        """A ``*/list`` result kept until the server says the list changed (``list_changed``).
+
+        A change announced while the list was being fetched wins: that
+        answer is returned but not kept.
+        """
+        key = _LIST_KEYS.get(method)
+        if key is None:
+            raise ValueError(f"{method} is not a list mcpx keeps; one of {', '.join(_LIST_KEYS)}")
+        if method in self._lists:
+            return self._lists[method]
+        generation = self._list_generation
+        items = await self.list_tools() if method == "tools/list" else await self.list_all(method, key)
+        if generation == self._list_generation:
+            self._lists[method] = items
+        return items
+
+    def _list_changed(self, method: str) -> None:
+        dropped = _DROPS.get(method)
+        if dropped:
+            self._list_generation += 1
+            for name in dropped:
+                self._lists.pop(name, None)
+
+    # -- subscriptions -------------------------------------------------------------------
+
+    async def server_capabilities(self) -> Mapping[str, Any]:
+        """What the server declared: from ``initialize``, or (2026-07-28) ``server/discover``, asked once."""
+        if not self.session.modern:
+            return self.session.server_capabilities
+        if self._discovered is None:
+            result = await self.request("server/discover")
+            caps = result.get("capabilities")
+            self._discovered = caps if isinstance(caps, Mapping) else {}
+        return self._discovered
+
+    async def subscribe(self, uri: str) -> None:
+        """Updates of resource ``uri``: ``resources/subscribe`` (legacy), or the listen filter (2026-07-28)."""
+        if not self.session.modern:
+            await self.request("resources/subscribe", {"uri": uri})
+            return
+        self._subscribed.add(uri)
+        self._listen_wake.set()
+
+    async def unsubscribe(self, uri: str) -> None:
+        if not self.session.modern:
+            await self.request("resources/unsubscribe", {"uri": uri})
+            return
+        self._subscribed.discard(uri)
+        self._listen_wake.set()
+
+    async def start_listening(self) -> None:
+        """2026-07-28: keep one ``subscriptions/listen`` open, reopened when it ends or its filter changes.
+
+        Its filter asks for what the server declared (list changes) and the
+        resources subscribed here; notifications it carries land in
+        ``notifications`` and drop cached lists.  A legacy server sends the
+        same notifications unsolicited, so there is nothing to open.
+        """
+        if not self.session.modern or self._listening:
+            return
+        self._listening = True
+        caps = await self.server_capabilities()
+        self._tg.start_soon(self._listen_loop, caps)
+
+    def _listen_filter(self, caps: Mapping[str, Any]) -> dict[str, Any]:
+        wanted: dict[str, Any] = {}
+        for cap, flag in (
+            ("tools", "toolsListChanged"),
+            ("prompts", "promptsListChanged"),
+            ("resources", "resourcesListChanged"),
+        ):
+            declared = caps.get(cap)
+            if isinstance(declared, Mapping) and declared.get("listChanged") is True:
+                wanted[flag] = True
+        resources = caps.get("resources")
+        if self._subscribed and isinstance(resources, Mapping) and resources.get("subscribe") is True:
+            wanted["resourceSubscriptions"] = sorted(self._subscribed)
+        return wanted
+
+    async def _listen_loop(self, caps: Mapping[str, Any]) -> None:
+        delay = 1.0
+        while not self.session.closed:
+            wake = self._listen_wake = anyio.Event()
+            wanted = self._listen_filter(caps)
+            if not wanted:
+                await wake.wait()
+                continue
+            try:
+                handle = self.session.request("subscriptions/listen", {"notifications": wanted})
+            except LocalProtocolError:
+                return  # the connection ended
+            pending = self._pending[handle] = _Pending()
+            await self._flush()
+            async with anyio.create_task_group() as tg:
+
+                async def until(event: anyio.Event) -> None:
+                    await event.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(until, pending.event)
+                tg.start_soon(until, wake)
+            self._pending.pop(handle, None)
+            if pending.outcome is None:  # the filter changed: this stream goes, a new one opens
+                self.session.cancel(handle, "the subscription filter changed")
+                await self._flush()
+            elif isinstance(pending.outcome, Completed):
+                delay = 1.0  # the server ended it gracefully: reopen at once
+            elif not self.session.closed:
+                await anyio.sleep(delay)  # refused or dropped: try again, less often each time
+                delay = min(delay * 2, 30.0)
+
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         return await self.request("tools/call", {"name": name, "arguments": dict(arguments or {})})
 
@@ -303,6 +436,7 @@ class Client:
             if callback is not None:
                 callback(action)
         elif isinstance(action, ServerNotification):
+            self._list_changed(action.method)
             self.notifications.append(action)
         elif isinstance(action, Ready):
             self.ready_info = action
@@ -629,6 +763,7 @@ async def connect_http(
             """The server forgot the session (404): a fresh ClientSession and a new ``initialize``."""
             client.session = session_for(client.session)
             client.ready, client.ready_info, client.init_error = anyio.Event(), None, None
+            client._lists.clear()  # the new session lists afresh
             client.expired = False
             failure = await start_session()
             if failure is not None:

@@ -20,6 +20,7 @@ SURFACE = {
         "UNSUPPORTED_PROTOCOL_VERSION", "URL_ELICITATION_REQUIRED", "decode", "downgrade", "downgrade_error",
         "encode", "envelope", "parse_message", "parse_revision", "CloseConnection", "HttpConfig", "HttpServer",
         "SendBytes", "http_status_for", "EndStream", "SuspendStream", "Answered", "Question", "RoundTable", "SseDecoder", "SseEvent", "comment", "encode_event",
+        "AbandonStream", "ClientAction", "ClientSession", "Completed", "Failed", "InputRequired", "Progress", "Ready", "ServerNotification", "ServerRequest", "ServerRequestCancelled", "Closed", "HttpClientAction", "HttpClientConfig", "HttpClientConnection", "JsonReceived", "OpenConnection", "RequestRefused", "SessionExpired", "StreamEnded", "CloseResponse", "EraCache", "EraEntry", "EraProbe", "HttpAnswered", "HttpBody", "HttpRequest", "LineReceived", "MessageReceived", "OpenSse", "ProbeAction", "ProbeConfig", "ProbeDone", "ProbeEvent", "ProbeFailed", "ProbeState", "Reconnect", "SendMessage", "TransportClosed", "EndpointReady", "SseClientAction", "SseClientConfig", "SseClientConnection",
     },
     "mcpx.server": {
         "Call", "Context", "McpError", "Outcome", "QuestionFailed", "QuestionRefused", "RequestCancelled", "RequestSink", "Server", "ToolError", "ToolResult", "audio",
