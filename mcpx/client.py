@@ -796,6 +796,7 @@ async def connect_sse(
     resolver: Resolver | None = None,
     client_info: Mapping[str, Any] | None = None,
     headers: Sequence[tuple[str, str]] = (),
+    auth: UpstreamAuth | None = None,
     start_timeout: float = 30.0,
     call_timeout: float = 120.0,
 ) -> AsyncIterator[Client]:
@@ -808,9 +809,17 @@ async def connect_sse(
     revision of this transport; a newer server that kept it may counter-offer
     one mcpx speaks).  ``headers`` (auth) go on the GET and every POST.
     Closing the client closes the stream, which ends the session on the server.
+    ``auth`` adds its headers to the GET and every POST; query-string auth
+    is refused here, since the POST URL is the server's to name.
     """
+    if auth is not None and (auth.transport != "http" or auth.query):
+        raise ValueError(
+            f"auth type {auth.type} cannot be used over the 2024-11-05 HTTP+SSE transport of {url}; "
+            "use bearer, basic or header auth"
+        )
+    extra = (*headers, *(auth.headers if auth is not None else ()))
     session = ClientSession(client_info=client_info or CLIENT_INFO, capabilities=capabilities, offer=offer)
-    config = SseClientConfig(url=url, headers=tuple(headers), endpoint_timeout=start_timeout)
+    config = SseClientConfig(url=url, headers=extra, endpoint_timeout=start_timeout)
     sse = SseClientConnection(config)
     failure: McpCallError | None = None
     async with anyio.create_task_group() as tg:

@@ -47,6 +47,7 @@ class LegacySseServer:
         self.endpoint = endpoint
         self.sessions: dict[str, queue.Queue[bytes | None]] = {}
         self.seen: list[dict[str, Any]] = []  # every message POSTed, in order
+        self.authorization: list[tuple[str, str | None]] = []  # (method, Authorization) of every request
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self._ids = itertools.count(1)
@@ -59,12 +60,14 @@ class LegacySseServer:
                 pass
 
             def do_GET(self) -> None:
+                owner.authorization.append(("GET", self.headers.get("Authorization")))
                 if owner.not_mcp or urlsplit(self.path).path != "/sse":
                     self._not_found()
                     return
                 owner._stream(self)
 
             def do_POST(self) -> None:
+                owner.authorization.append(("POST", self.headers.get("Authorization")))
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 parts = urlsplit(self.path)

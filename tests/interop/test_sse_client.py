@@ -19,6 +19,7 @@ import anyio
 import pytest
 
 from mcpx.client import McpCallError, connect_sse
+from mcpx.config import parse_auth
 from mcpx.core import Revision
 from mcpx.core._client import Progress
 from tests.conformance.http_peer import start_http_server, stop_http_server
@@ -111,6 +112,25 @@ def test_closing_leaves_no_tasks_and_ends_the_session_on_the_server() -> None:
         anyio.run(main)
         methods = [m.get("method") for m in server.seen]
         assert methods[:2] == ["initialize", "notifications/initialized"]  # in order, one POST each
+
+
+def test_auth_headers_go_on_the_stream_and_every_post_and_query_auth_is_refused() -> None:
+    bearer = parse_auth({"type": "bearer", "token": "tok-sse"}, environ={}, transport="http")
+    query = parse_auth({"type": "query", "name": "key", "value": "k"}, environ={}, transport="http")
+    with LegacySseServer() as server:
+        url = server.base + "/sse"
+
+        async def main() -> None:
+            async with connect_sse(url, auth=bearer) as client:
+                await client.list_tools()
+            with pytest.raises(ValueError, match="use bearer, basic or header auth"):
+                async with connect_sse(url, auth=query):
+                    pass
+
+        anyio.run(main)
+    methods = [method for method, _ in server.authorization]
+    assert methods[0] == "GET" and methods.count("POST") >= 3  # initialize, initialized, tools/list
+    assert {value for _, value in server.authorization} == {"Bearer tok-sse"}
 
 
 def test_an_endpoint_on_another_origin_is_refused() -> None:
