@@ -52,7 +52,7 @@ from ._errors import (
     RemoteProtocolError,
 )
 from ._framing import DEFAULT_MAX_LINE, EndOfInput, Line, LineReader, LineTooLong
-from ._http import CloseConnection, HttpConfig, HttpServer, SendBytes, http_status_for
+from ._http import AppRequest, CloseConnection, HttpConfig, HttpServer, SendBytes, http_status_for
 from ._http_client import (
     Closed,
     HttpClientAction,
@@ -143,6 +143,7 @@ __all__ = [
     "Action",
     "Ages",
     "Answered",
+    "AppRequest",
     "AtOrAfter",
     "Before",
     "Between",

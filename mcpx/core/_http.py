@@ -99,6 +99,7 @@ from ._sse import comment, encode_event
 from ._tasks import TaskStore
 
 __all__ = [
+    "AppRequest",
     "CloseConnection",
     "HttpAction",
     "HttpConfig",
@@ -148,6 +149,9 @@ class HttpConfig:
     max_sessions: int = 1000
     header_params: Callable[[str], Mapping[str, str]] | None = None
     """For ``x-mcp-header``: a tool's name → {argument: header name}."""
+    app_paths: tuple[str, ...] = ()
+    """Paths (a path, or a prefix ending in ``/``) served by the embedding application on the
+    same listener, under the same Origin and Host checks: each request becomes ``AppRequest``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,7 +165,21 @@ class CloseConnection:
     conn: int
 
 
-HttpAction = SendBytes | CloseConnection | HandleRequest | CancelRequest | Answered | PeerReplied | Trace
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppRequest:
+    """A whole request on one of ``HttpConfig.app_paths``; answer it with ``HttpServer.app_respond``
+    (or ``app_respond_start`` / ``app_respond_data`` / ``app_respond_end`` for a streamed body)."""
+
+    conn: int
+    method: str
+    target: str  # path and query, as sent
+    headers: Mapping[str, str]  # lower-cased names
+    body: bytes
+
+
+HttpAction = (
+    SendBytes | CloseConnection | HandleRequest | CancelRequest | Answered | PeerReplied | AppRequest | Trace
+)
 
 _STATUS_BY_CODE: Final = {
     -32700: 400,
@@ -622,8 +640,74 @@ class HttpServer:
             if method != "POST":
                 raise _HttpError(405, "the message endpoint takes POST", headers=(("allow", "POST"),))
             self._post_legacy_sse(c, parse_qs(target.query), now)
+        elif any(path == p or (p.endswith("/") and path.startswith(p)) for p in self.http.app_paths):
+            c.out = _Out(conn=c.id, accept_sse=False)
+            self._actions.append(
+                AppRequest(
+                    conn=c.id,
+                    method=method,
+                    target=c.request.target.decode("latin-1"),
+                    headers=dict(c.headers),
+                    body=bytes(c.body),
+                )
+            )
         else:
             raise _HttpError(404, f"no MCP endpoint at {path}; use {self.http.mcp_path}")
+
+    # -- the application's paths (HttpConfig.app_paths) ----------------------------------
+
+    def app_respond(
+        self,
+        conn: int,
+        status: int,
+        body: bytes,
+        *,
+        content_type: str = "application/json",
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        """Answer an ``AppRequest`` in one piece (a no-op if the connection has gone)."""
+        c = self._app_conn(conn)
+        if c is None:
+            return
+        extra = (("content-type", content_type), ("content-length", str(len(body))), *headers)
+        self._send(c, h11.Response(status_code=status, headers=list(extra), reason=_reason(status)))
+        if body:
+            self._send(c, h11.Data(data=body))
+        assert c.out is not None
+        c.out.mode = "done"
+        self._finish_response(c)
+
+    def app_respond_start(
+        self, conn: int, status: int, *, content_type: str, headers: tuple[tuple[str, str], ...] = ()
+    ) -> None:
+        """Begin a streamed answer to an ``AppRequest``; ``app_respond_data`` then ``app_respond_end`` follow."""
+        c = self._app_conn(conn)
+        if c is None:
+            return
+        extra = (("content-type", content_type), ("cache-control", "no-cache"), *headers)
+        self._send(c, h11.Response(status_code=status, headers=list(extra), reason=_reason(status)))
+        assert c.out is not None
+        c.out.mode = "app-stream"
+
+    def app_respond_data(self, conn: int, data: bytes) -> None:
+        c = self._conns.get(conn)
+        if c is not None and c.out is not None and c.out.mode == "app-stream" and data:
+            self._write(c, data)
+
+    def app_respond_end(self, conn: int) -> None:
+        c = self._conns.get(conn)
+        if c is None or c.closed or c.out is None or c.out.mode != "app-stream":
+            return
+        c.out.mode = "done"
+        self._finish_response(c)
+
+    def _app_conn(self, conn: int) -> _Conn | None:
+        c = self._conns.get(conn)
+        if c is None or c.closed or c.out is None or c.out.mode != "pending":
+            return None
+        if c.parser.our_state is not h11.SEND_RESPONSE:
+            return None
+        return c
 
     def _too_large_headers(self) -> str:
         return (

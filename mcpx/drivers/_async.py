@@ -23,7 +23,8 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
@@ -31,11 +32,13 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
+import orjson
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..core import (
     INTERNAL_ERROR,
     Answered,
+    AppRequest,
     CancelRequest,
     Close,
     CloseConnection,
@@ -50,7 +53,7 @@ from ..core import (
 from ..server import Call, Context, Outcome, Server
 from ._common import Core, PostingSink, Waiters, apply_outcome, call_kwargs, change_listener, trace_to_stderr
 
-__all__ = ["ByteReader", "ByteWriter", "serve_connection", "serve_http"]
+__all__ = ["AppHandler", "AppResponse", "ByteReader", "ByteWriter", "serve_connection", "serve_http"]
 
 
 class ByteReader(Protocol):
@@ -318,12 +321,64 @@ async def serve_connection(
 # --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class AppResponse:
+    """The answer to an ``AppRequest``: a whole body, or (``stream``) chunks written as they come."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    stream: AsyncIterator[bytes] | None = None
+
+
+AppHandler = Callable[[AppRequest], Awaitable[AppResponse]]
+"""Serves ``HttpConfig.app_paths`` next to MCP on the same listener (the daemon's /v1)."""
+
+
 class _HttpRunner(_Runner):
-    def __init__(self, server: Server, http: HttpServer, tg: anyio.abc.TaskGroup, trace: bool):
+    def __init__(
+        self, server: Server, http: HttpServer, tg: anyio.abc.TaskGroup, trace: bool, app: AppHandler | None
+    ):
         super().__init__(server, http, http, tg, trace)
         self.http = http
+        self.app = app
         self.outboxes: dict[int, MemoryObjectSendStream[bytes | None]] = {}
         self.ids = itertools.count(1)
+
+    async def run_app(self, request: AppRequest) -> None:
+        """One application request: its handler's answer, or a JSON 500 that says what broke."""
+        try:
+            if self.app is None:
+                raise LookupError(f"nothing serves {request.target} here")
+            answer = await self.app(request)
+        except Exception as exc:  # a handler's bug costs its request, not the listener
+            body = orjson.dumps({"error": {"code": "internal", "message": f"{type(exc).__name__}: {exc}"}})
+            answer = AppResponse(500, body)
+        self.clock_in()
+        if answer.stream is None:
+            self.http.app_respond(
+                request.conn,
+                answer.status,
+                answer.body,
+                content_type=answer.content_type,
+                headers=answer.headers,
+            )
+            self.flush()
+            return
+        self.http.app_respond_start(
+            request.conn, answer.status, content_type=answer.content_type, headers=answer.headers
+        )
+        self.flush()
+        try:
+            async for chunk in answer.stream:
+                if request.conn not in self.outboxes:
+                    break  # the client went away
+                self.http.app_respond_data(request.conn, chunk)
+                self.flush()
+        finally:
+            self.http.app_respond_end(request.conn)
+            self.flush()
 
     def clock_in(self) -> None:
         self.http.advance(time.time())
@@ -337,6 +392,8 @@ class _HttpRunner(_Runner):
             box = self.outboxes.get(action.conn)
             if box is not None:
                 box.send_nowait(None)
+        elif isinstance(action, AppRequest):
+            self.tg.start_soon(self.run_app, action)
 
     async def handle(self, stream: anyio.abc.ByteStream) -> None:
         """One accepted connection: read into the core; a writer task drains its bytes."""
@@ -399,10 +456,11 @@ async def serve_http(
     *,
     trace: bool = False,
     started: Callable[[], None] | None = None,
+    app: AppHandler | None = None,
 ) -> None:
-    """Serve ``http`` on ``listeners`` until cancelled."""
+    """Serve ``http`` on ``listeners`` until cancelled; ``app`` answers ``HttpConfig.app_paths``."""
     async with anyio.create_task_group() as tg:
-        runner = _HttpRunner(server, http, tg, trace)
+        runner = _HttpRunner(server, http, tg, trace, app)
         unsubscribe = server.add_listener(change_listener(runner.post, http))
         try:
             tg.start_soon(runner.timer_loop)

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from mcpx.core import (
+    AppRequest,
     CancelRequest,
     CloseConnection,
     HandleRequest,
@@ -60,6 +61,7 @@ class Harness:
         self.closed: set[int] = set()
         self.handled: list[HandleRequest] = []
         self.cancelled: list[CancelRequest] = []
+        self.app: list[AppRequest] = []
 
     def pump(self) -> None:
         for action in self.http.next_actions():
@@ -71,6 +73,8 @@ class Harness:
                 self.handled.append(action)
             elif isinstance(action, CancelRequest):
                 self.cancelled.append(action)
+            elif isinstance(action, AppRequest):
+                self.app.append(action)
 
     def open(self) -> int:
         conn = next(self.conns)
@@ -542,3 +546,36 @@ def test_an_oversized_sse_event_is_refused_however_it_arrives() -> None:
                 decoder.feed(chunk)
     small = SseDecoder(max_event=64)
     assert [e.data for e in small.feed(b"data: ok\n\n" * 20)] == ["ok"] * 20  # the limit is per event
+
+
+def test_app_paths_reach_the_application_under_the_same_checks_and_keep_the_connection() -> None:
+    h = Harness(app_paths=("/health", "/v1/"))
+    conn = h.open()
+    h.send(conn, "GET", None, target="/v1/servers?all=1")
+    (asked,) = h.app
+    assert (asked.method, asked.target, asked.body) == ("GET", "/v1/servers?all=1", b"")
+    h.http.app_respond(conn, 200, b'{"servers":[]}')
+    h.pump()
+    first = h.reply(conn)
+    assert (first.status, first.headers["content-type"], first.body) == (
+        200,
+        "application/json",
+        b'{"servers":[]}',
+    )
+    # the same connection carries the next request: a streamed answer this time
+    h.send(conn, "POST", {"server": "demo"}, target="/health")
+    streamed = h.app[-1]
+    assert streamed.method == "POST" and orjson.loads(streamed.body) == {"server": "demo"}
+    h.http.app_respond_start(conn, 200, content_type="application/x-ndjson")
+    h.http.app_respond_data(conn, b'{"n":1}\n')
+    h.http.app_respond_end(conn)
+    h.http.app_respond(conn, 500, b"late")  # answered already: ignored
+    h.pump()
+    second = h.reply(conn)
+    assert (second.status, second.body, second.complete) == (200, b'{"n":1}\n', True)
+    # a path outside the list is still MCP's 404; a foreign Origin is refused before the application
+    h.send(conn, "GET", None, target="/v2/servers")
+    assert h.reply(conn).status == 404
+    other = h.open()
+    h.send(other, "GET", None, {"origin": "https://evil.example"}, target="/v1/servers")
+    assert h.reply(other).status == 403 and len(h.app) == 2
