@@ -378,7 +378,7 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         key="pool.maxSpawnsPerMinute",
         kind=_integer(1, 10_000),
         default=30,
-        description="How many upstream processes mcpx may start per minute, over all servers.",
+        description="How many instances of one server mcpx may start per minute (per server, so one crash-looping server cannot starve the rest).",
     ),
     SettingDef(
         key="transport.address",

@@ -1,0 +1,1318 @@
+"""The gateway's surface: what mcpx offers a host, built from its upstreams' catalogs.
+
+mcpx's main job is to stand in front of several MCP servers (seed §2.5,
+issue 6 items 4 and 5).  This module decides, without any I/O, what a host
+sees and where each of its requests goes.  The driver gives it a snapshot of
+every upstream's catalog (``UpstreamCatalog``: tools, prompts, resources and
+resource templates exactly as the upstream listed them, its declared
+capabilities, revision and status) and builds a ``GatewaySurface``; when a
+catalog changes it builds a new one.  The surface answers with values, never
+with exceptions, so a driver can act on each:
+
+``Page``
+    One page of a list, ready to send (``Page.result()``).
+``Route``
+    Forward ``method`` with ``params`` to the upstream ``server``; pass what
+    it answers through ``Route.finish`` (which rewrites resource URIs when
+    the route asks for it) and send that.
+``Answer``
+    A result the gateway produced itself (``mcpx_servers``, ``mcpx_search``,
+    ``mcpx_describe``, and ``isError`` results of gateway tools).
+``OwnResource``
+    An ``mcpx://mcpx/…`` URI: mcpx's own artifacts, which the daemon serves.
+``GatewayError``
+    A JSON-RPC error object to answer with; every message says what to do.
+
+Theory of operation
+-------------------
+
+**Gateway mode** (no pass-through, the default; seed §2.5 first paragraph):
+the tool list is the fixed ``GATEWAY_TOOL_NAMES`` — ``mcpx_call`` (forward
+one call, result carried verbatim), ``mcpx_servers``, ``mcpx_search`` and
+``mcpx_describe`` — so ``tools.listChanged`` is false (seed §2.2).  Every
+upstream prompt is offered as ``<namespace>_<prompt>``; a namespace is a
+server name, which never contains ``_`` (``mcpx.config``'s rule, repeated
+here), so the first ``_`` splits a name unambiguously.  Every resource is
+offered as ``mcpx://<namespace>/<percent-encoded upstream URI>``, every
+template as the same form with its ``{expressions}`` kept.  Results that
+came through the gateway (``mcpx_call``, a namespaced prompt, an
+``mcpx://`` read) have their resource URIs rewritten to ``mcpx://`` ones
+``/mcp`` can read (seed §2.3), by ``rewrite_result_uris``.
+
+**Pass-through mode** (``mcp.passthrough`` names servers; seed §2.5, every
+bullet): the named upstreams' tools, prompts and resources are listed under
+their own names and URIs, verbatim (``execution.taskSupport`` included),
+ahead of the gateway's own entries; their results are carried verbatim,
+URIs untouched.  A tool or prompt name two of them offer makes the list —
+and a call of that name — fail with an error naming both, since the loser
+would be unreachable under the name the client was shown.  The upstream
+wins a collision with a gateway tool or namespaced prompt, which is then
+neither listed nor routed.  A tool or prompt name nobody lists goes to the
+first pass-through upstream, which says whether it exists.  A bare resource
+URI goes to the first upstream, in the order given, that lists it or has a
+template it falls under, else to the first.  A resource URI two of them list
+is listed once, for the one reads go to.  ``mcpx://`` URIs still reach every
+server (and mcpx's own), and servers not passed through keep their
+namespaced prompts and resources.
+
+Decisions recorded here
+-----------------------
+
+* **mcpx:// encoding** (seed §6, "mcpx:// URIs are built without
+  percent-encoding").  ``mcpx_uri(ns, uri)`` is ``mcpx://`` + the namespace
+  percent-encoded as an RFC 3986 reg-name + ``/`` + the URI's UTF-8 bytes
+  (lone surrogates included, as ``surrogatepass`` writes them) with every
+  byte outside unreserved, sub-delims, ``:`` and ``@`` percent-encoded —
+  ``/`` included, so the upstream URI is one path segment that no host's
+  dot-segment normalisation can touch.  ``parse_mcpx_uri`` inverts it for
+  every string (a property test checks the identity over arbitrary text);
+  it accepts either hex case and refuses malformed escapes.  This replaces
+  seed §4.3's "a listing drops a leading /", which needed a lookup to undo.
+* **Templates.**  A gateway-mode template keeps its RFC 6570 expressions and
+  encodes only the literal text (lowercase hex, ``'`` escaped: RFC 6570
+  literals exclude it, and fastjsonschema's ``uri-template`` check, which
+  the strict sweep uses, accepts no uppercase hex), so a host that expands
+  it gets an ``mcpx://`` URI.  A value a host expands with reserved characters
+  (``{var}`` gives ``a%2Fb`` for ``a/b``) reaches the upstream decoded
+  (``a/b``), as ``{+var}`` would have spelled it.  Matching a bare URI
+  against a pass-through upstream's templates implements RFC 6570 level 1
+  (``{var}`` matches a run without ``/``, ``?`` or ``#``) and is generous
+  with the other operators (``{+var}``/``{#var}`` match anything, ``{/var}``
+  anything up to ``?``/``#``, ``{?var}``/``{&var}`` anything up to ``#``,
+  ``{.var}``/``{;var}`` as ``{var}``), by an automaton linear in the URI.
+* **Cursors** (seed §6: "an invalid cursor restarts at page one instead of
+  -32602").  ``payload.MAC``: the payload names the list, the offset and a
+  fingerprint of the list's keys; the MAC is HMAC-SHA256 (truncated to 128
+  bits) over the payload's exact text under the key the caller passes, so
+  any edit of the text is refused.  A cursor for another list, from another
+  key (another daemon process), or from before the list changed is a
+  ``-32602`` that says which and what to do — never page one.
+* **Listed entries are carried verbatim** (seed §2.3: listed tools,
+  resources, templates and prompts keep their optional fields), only the
+  name or URI rewritten where the mode asks.  The seed's "not carried over:
+  outputSchema, title and annotations" was a limit of the Go daemon's
+  catalogue, not a rule.  Entries without a string name (tools, prompts),
+  ``uri`` (resources) or ``uriTemplate`` (templates) are left out; an
+  upstream listing a name twice is listed once.
+* **Forwarded params** are the host's, so ``_meta`` reaches the driver,
+  which rewrites progress tokens and narrows capabilities (seed §4.4, §2.5);
+  ``task`` is dropped, because it asks mcpx, not the upstream, to run the
+  call as a task (seed §2.1, §6: mcpx never task-augments upstream).
+* **Gateway tools' argument mistakes** follow the embedding API
+  (``mcpx.server``): ``-32602`` before 2025-11-25, an ``isError`` result from
+  2025-11-25 on (SEP-1303).  A server the arguments name that mcpx does not
+  have is an ``isError`` result in every revision: the model chose it.
+
+Objects returned (pages, routes, answers) share structure with the catalogs:
+never edit them; ``downgrade`` copies on write before anything is spelled
+for an older peer.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import orjson
+
+from ._errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, LocalProtocolError
+from ._revisions import NEWEST, Revision
+
+__all__ = [
+    "GATEWAY_TOOL_NAMES",
+    "OWN_NAMESPACE",
+    "Answer",
+    "GatewayError",
+    "GatewaySurface",
+    "ListKind",
+    "McpxUriError",
+    "OwnResource",
+    "Page",
+    "Route",
+    "UpstreamCatalog",
+    "gateway_tools",
+    "mcpx_uri",
+    "mcpx_uri_template",
+    "parse_mcpx_uri",
+    "rewrite_result_uris",
+    "template_matches",
+]
+
+OWN_NAMESPACE: Final = "mcpx"
+"""The namespace of mcpx's own resources; no upstream may use it (``mcpx.config``)."""
+
+GATEWAY_TOOL_NAMES: Final = ("mcpx_call", "mcpx_servers", "mcpx_search", "mcpx_describe")
+
+ListKind = Literal["tools", "prompts", "resources", "resourceTemplates"]
+_LIST_METHODS: Final[Mapping[str, str]] = {
+    "tools": "tools/list",
+    "prompts": "prompts/list",
+    "resources": "resources/list",
+    "resourceTemplates": "resources/templates/list",
+}
+
+# mcpx.config's rule for server names, which are namespaces: a URI host label
+# without "_", so that "<namespace>_<prompt>" splits at the first "_".
+_NAMESPACE: Final = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?\Z")
+_NAMESPACE_RULE: Final = (
+    "lowercase letters, digits and '-', starting with a letter and not ending with '-', at most 63 characters"
+)
+
+_DEFAULT_PAGE_SIZE: Final = 100
+_SEARCH_LIMIT: Final = 20
+_SEARCH_LIMIT_MAX: Final = 100
+_SEARCH_DESCRIPTION_CHARS: Final = 300
+_MAX_TEMPLATE_MATCH: Final = 8192  # bounded work: longer URIs or templates never match a template
+
+
+# ----------------------------------------------------------------------------
+# Results
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayError:
+    """A JSON-RPC error to answer the host's request with (``to_error_object()``)."""
+
+    code: int
+    message: str
+    data: Any = None
+
+    def to_error_object(self) -> dict[str, Any]:
+        """The JSON-RPC ``error`` member."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Page:
+    """One page of a gateway list; send ``result()`` (then ``envelope``/``downgrade`` as usual)."""
+
+    kind: ListKind
+    items: tuple[Mapping[str, Any], ...]
+    next_cursor: str | None = None
+
+    def result(self) -> dict[str, Any]:
+        """The list result in the newest shape."""
+        out: dict[str, Any] = {self.kind: list(self.items)}
+        if self.next_cursor is not None:
+            out["nextCursor"] = self.next_cursor
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Route:
+    """Forward ``method`` with ``params`` to upstream ``server``; answer with ``finish(its result)``.
+
+    ``params`` are the host's (``_meta`` included, for the driver to carry
+    per seed §4.4) with the name or URI the upstream knows.  An upstream
+    JSON-RPC error is relayed as that error (seed §2.5), not through
+    ``finish``.
+    """
+
+    server: str
+    method: str
+    params: Mapping[str, Any]
+    rewrite_uris: bool
+
+    @property
+    def name(self) -> str | None:
+        """The tool or prompt name the upstream is asked for (``None`` for a resource)."""
+        name = self.params.get("name")
+        return name if isinstance(name, str) else None
+
+    @property
+    def uri(self) -> str | None:
+        """The resource URI the upstream is asked for (``None`` for a tool or prompt)."""
+        uri = self.params.get("uri")
+        return uri if isinstance(uri, str) else None
+
+    def finish(self, result: Mapping[str, Any]) -> Any:
+        """The upstream's ``result`` as the host gets it: verbatim, URIs rewritten if this route says so."""
+        return rewrite_result_uris(result, self.server) if self.rewrite_uris else result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    """A complete result the gateway produced itself; send ``result``."""
+
+    result: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OwnResource:
+    """``mcpx://mcpx/<path>``: one of mcpx's own resources; the daemon decides what it is."""
+
+    uri: str
+    path: str
+
+
+# ----------------------------------------------------------------------------
+# Input: one upstream's catalog
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamCatalog:
+    """A snapshot of one upstream server, as the pool last saw it.
+
+    ``name`` is the configured server name, which is its namespace.  The
+    lists are the upstream's own entries, every page joined, in its order.
+    ``status`` is the pool's word for the server (``"ready"``, ``"starting"``,
+    ``"failed"``, …) and ``detail`` why, when it is not ready; both are only
+    shown (``mcpx_servers``).  ``revision`` is the negotiated revision, if
+    the server has been reached.
+    """
+
+    name: str
+    status: str = "ready"
+    detail: str | None = None
+    revision: Revision | None = None
+    capabilities: Mapping[str, Any] = field(default_factory=dict)
+    tools: Sequence[Mapping[str, Any]] = ()
+    prompts: Sequence[Mapping[str, Any]] = ()
+    resources: Sequence[Mapping[str, Any]] = ()
+    resource_templates: Sequence[Mapping[str, Any]] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAMESPACE.match(self.name):
+            raise LocalProtocolError(
+                f"server name {self.name!r} cannot be a namespace: use {_NAMESPACE_RULE} (mcpx.config checks this)"
+            )
+        if self.name == OWN_NAMESPACE:
+            raise LocalProtocolError(f"server name {OWN_NAMESPACE!r} is mcpx's own namespace; choose another")
+        if self.revision is not None and not isinstance(self.revision, Revision):
+            raise LocalProtocolError(f"revision must be a Revision or None, not {self.revision!r}")
+        if not isinstance(self.status, str) or not self.status:
+            raise LocalProtocolError("status must be a non-empty string such as 'ready'")
+        for name in ("tools", "prompts", "resources", "resource_templates"):
+            value = getattr(self, name)
+            if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+                raise LocalProtocolError(f"{name} must be a sequence of the upstream's entries")
+            object.__setattr__(self, name, tuple(value))
+
+    def tool(self, name: str) -> Mapping[str, Any] | None:
+        """The first tool this upstream lists as ``name``."""
+        return next((t for t in _named_entries(self.tools) if t["name"] == name), None)
+
+
+# ----------------------------------------------------------------------------
+# mcpx:// URIs
+# ----------------------------------------------------------------------------
+
+
+class McpxUriError(ValueError):
+    """A string that is not an ``mcpx://`` URI mcpx could have issued; the message says why."""
+
+
+_UNRESERVED: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_SUB_DELIMS: Final = frozenset(b"!$&'()*+,;=")
+_HOST_TABLE: Final = tuple(chr(b) if b in _UNRESERVED | _SUB_DELIMS else f"%{b:02X}" for b in range(256))
+_PATH_TABLE: Final = tuple(
+    chr(b) if b in _UNRESERVED | _SUB_DELIMS | frozenset(b":@") else f"%{b:02X}" for b in range(256)
+)
+# Template literals (RFC 6570 §2.1) exclude "'", and the official schemas' ``format:
+# uri-template`` as fastjsonschema checks it accepts only lowercase hex; either case
+# is the same octet (RFC 3986 §2.1), and ``parse_mcpx_uri`` reads both.
+_TEMPLATE_HOST_TABLE: Final = tuple(
+    chr(b) if b in (_UNRESERVED | _SUB_DELIMS) - {ord("'")} else f"%{b:02x}" for b in range(256)
+)
+_TEMPLATE_PATH_TABLE: Final = tuple(
+    chr(b) if b in (_UNRESERVED | _SUB_DELIMS | frozenset(b":@")) - {ord("'")} else f"%{b:02x}"
+    for b in range(256)
+)
+_HEXDIGITS: Final = frozenset("0123456789abcdefABCDEF")
+_SCHEME: Final = "mcpx://"
+
+
+def _encode(text: str, table: tuple[str, ...]) -> str:
+    return "".join(map(table.__getitem__, text.encode("utf-8", "surrogatepass")))
+
+
+def _decode(text: str, what: str) -> str:
+    if "%" not in text:
+        return text
+    out = bytearray()
+    i, end = 0, len(text)
+    while i < end:
+        pct = text.find("%", i)
+        if pct < 0:
+            out += text[i:].encode("utf-8", "surrogatepass")
+            break
+        out += text[i:pct].encode("utf-8", "surrogatepass")
+        escape = text[pct + 1 : pct + 3]
+        if len(escape) != 2 or not _HEXDIGITS.issuperset(escape):
+            raise McpxUriError(
+                f"the {what} has a '%' at offset {pct} that is not followed by two hex digits; "
+                "use the mcpx:// URI exactly as resources/list or a result gave it"
+            )
+        out.append(int(escape, 16))
+        i = pct + 3
+    try:
+        return out.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        raise McpxUriError(
+            f"the {what}'s percent-encoded bytes are not UTF-8; "
+            "use the mcpx:// URI exactly as resources/list or a result gave it"
+        ) from None
+
+
+def mcpx_uri(namespace: str, uri: str) -> str:
+    """``uri`` of the server ``namespace`` as mcpx offers it; ``parse_mcpx_uri`` inverts it for any strings."""
+    return f"{_SCHEME}{_encode(namespace, _HOST_TABLE)}/{_encode(uri, _PATH_TABLE)}"
+
+
+def parse_mcpx_uri(uri: str) -> tuple[str, str]:
+    """``(namespace, upstream URI)`` for an ``mcpx://`` URI; ``McpxUriError`` saying why not.
+
+    The scheme is matched without regard to case (RFC 3986 §3.1) and either
+    hex case is accepted in escapes; everything after the first ``/`` past
+    the authority is the upstream URI.
+    """
+    if not isinstance(uri, str):
+        raise McpxUriError(f"a resource URI is a string, not {type(uri).__name__}")
+    if uri[: len(_SCHEME)].lower() != _SCHEME:
+        raise McpxUriError(f"{_clip(uri)!r} is not an mcpx:// URI")
+    rest = uri[len(_SCHEME) :]
+    slash = rest.find("/")
+    if slash < 0:
+        raise McpxUriError(
+            f"{_clip(uri)!r} names a server but no resource: the form is "
+            "mcpx://<server>/<percent-encoded upstream URI>, as resources/list gives it"
+        )
+    return _decode(rest[:slash], "server name"), _decode(rest[slash + 1 :], "resource URI")
+
+
+_EXPRESSION: Final = re.compile(r"\{[^{}]*\}")
+
+
+def mcpx_uri_template(namespace: str, template: str) -> str:
+    """An upstream URI template as an ``mcpx://`` template: literal text encoded, expressions kept.
+
+    Literals are encoded as in ``mcpx_uri`` but with lowercase hex and ``'``
+    escaped, so the result is an RFC 6570 template the schemas' format check
+    accepts; a URI a host expands from it parses back all the same.
+    """
+    parts: list[str] = []
+    last = 0
+    for match in _EXPRESSION.finditer(template):
+        parts.append(_encode(template[last : match.start()], _TEMPLATE_PATH_TABLE))
+        parts.append(match.group())
+        last = match.end()
+    parts.append(_encode(template[last:], _TEMPLATE_PATH_TABLE))
+    return f"{_SCHEME}{_encode(namespace, _TEMPLATE_HOST_TABLE)}/{''.join(parts)}"
+
+
+# What one expression may expand to, by operator: the characters it cannot
+# produce (RFC 6570 §3.2; generous beyond level 1, see the module docstring).
+_EXCLUDED_BY_OPERATOR: Final[Mapping[str, frozenset[str]]] = {
+    "": frozenset("/?#"),
+    ".": frozenset("/?#"),
+    ";": frozenset("/?#"),
+    "/": frozenset("?#"),
+    "?": frozenset("#"),
+    "&": frozenset("#"),
+    "+": frozenset(),
+    "#": frozenset(),
+}
+_Token = str | frozenset[str]  # a literal character, or a wildcard by what it excludes
+
+
+def _template_tokens(template: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    last = 0
+    for match in _EXPRESSION.finditer(template):
+        tokens.extend(template[last : match.start()])
+        body = match.group()[1:-1]
+        excluded = _EXCLUDED_BY_OPERATOR.get(body[:1], _EXCLUDED_BY_OPERATOR[""])
+        if tokens and isinstance(tokens[-1], frozenset):  # adjacent expressions: one wider wildcard
+            tokens[-1] = tokens[-1] & excluded
+        else:
+            tokens.append(excluded)
+        last = match.end()
+    tokens.extend(template[last:])
+    return tokens
+
+
+def template_matches(template: str, uri: str) -> bool:
+    """Whether ``uri`` falls under the URI template ``template`` (level 1, generous beyond).
+
+    Linear in ``len(uri) * len(template)``; either longer than 8192
+    characters never matches.
+    """
+    if "{" not in template:
+        return template == uri
+    if len(template) > _MAX_TEMPLATE_MATCH or len(uri) > _MAX_TEMPLATE_MATCH:
+        return False
+    tokens = _template_tokens(template)
+    final = len(tokens)
+
+    def closure(states: set[int]) -> set[int]:
+        # A wildcard may match nothing: whoever stands on one also stands after it.
+        # Adjacent wildcards are merged, so one step forward is enough.
+        return states | {i + 1 for i in states if i < final and isinstance(tokens[i], frozenset)}
+
+    states = closure({0})
+    for char in uri:
+        following: set[int] = set()
+        for i in states:
+            if i == final:
+                continue
+            token = tokens[i]
+            if isinstance(token, frozenset):
+                if char not in token:
+                    following.add(i)
+            elif token == char:
+                following.add(i + 1)
+        if not following:
+            return False
+        states = closure(following)
+    return final in states
+
+
+# ----------------------------------------------------------------------------
+# URIs inside results
+# ----------------------------------------------------------------------------
+
+
+def rewrite_result_uris(result: Mapping[str, Any], namespace: str) -> Any:
+    """``result`` with every resource URI it carries as an ``mcpx://`` URI of ``namespace``.
+
+    Rewritten: ``resource_link`` blocks' ``uri`` and embedded ``resource``
+    blocks' ``resource.uri`` in ``content`` (``CallToolResult``, a task's
+    payload) and in ``messages[].content`` (``GetPromptResult``), and each
+    ``contents[].uri`` (``ReadResourceResult``).  Nothing else is touched —
+    ``structuredContent`` and ``_meta`` are the tool's own data — and no
+    block is added, dropped or reordered.  Copy on write: the same object
+    comes back when there was nothing to rewrite, and ``result`` is never
+    edited.
+    """
+    if not isinstance(result, Mapping):
+        return result
+    out: dict[str, Any] | None = None
+
+    def put(key: str, value: Any) -> None:
+        nonlocal out
+        if out is None:
+            out = dict(result)
+        out[key] = value
+
+    content = result.get("content")
+    if isinstance(content, list):
+        blocks = _rewrite_list(content, namespace, _rewrite_block)
+        if blocks is not content:
+            put("content", blocks)
+    messages = result.get("messages")
+    if isinstance(messages, list):
+        rewritten = _rewrite_list(messages, namespace, _rewrite_message)
+        if rewritten is not messages:
+            put("messages", rewritten)
+    contents = result.get("contents")
+    if isinstance(contents, list):
+        rewritten = _rewrite_list(contents, namespace, _rewrite_contents)
+        if rewritten is not contents:
+            put("contents", rewritten)
+    return result if out is None else out
+
+
+def _rewrite_list(items: list[Any], namespace: str, one: Any) -> list[Any]:
+    new = [one(item, namespace) for item in items]
+    return items if all(a is b for a, b in zip(new, items, strict=True)) else new
+
+
+def _rewrite_contents(value: Any, namespace: str) -> Any:
+    if isinstance(value, Mapping) and isinstance(value.get("uri"), str):
+        return {**value, "uri": mcpx_uri(namespace, value["uri"])}
+    return value
+
+
+def _rewrite_block(block: Any, namespace: str) -> Any:
+    if not isinstance(block, Mapping):
+        return block
+    kind = block.get("type")
+    if kind == "resource_link":
+        return _rewrite_contents(block, namespace)
+    if kind == "resource":
+        resource = block.get("resource")
+        new = _rewrite_contents(resource, namespace)
+        if new is not resource:
+            return {**block, "resource": new}
+    return block
+
+
+def _rewrite_message(message: Any, namespace: str) -> Any:
+    if not isinstance(message, Mapping):
+        return message
+    content = message.get("content")
+    if isinstance(content, list):
+        new: Any = _rewrite_list(content, namespace, _rewrite_block)
+    else:
+        new = _rewrite_block(content, namespace)
+    return message if new is content else {**message, "content": new}
+
+
+# ----------------------------------------------------------------------------
+# The gateway's own tools
+# ----------------------------------------------------------------------------
+
+_SERVER_ARG: Final = {
+    "type": "string",
+    "description": "The upstream server's name, as mcpx_servers lists it.",
+}
+_TOOL_ARG: Final = {
+    "type": "string",
+    "description": "The tool's name on that server, exactly as the server lists it (no prefix).",
+}
+_JSON_TEXT_NOTE: Final = "The same JSON is also given as text."
+
+_TOOLS: Final[tuple[Mapping[str, Any], ...]] = (
+    {
+        "name": "mcpx_call",
+        "title": "Call an upstream tool",
+        "description": (
+            "Call one tool on one of mcpx's upstream servers and return its result exactly as the server "
+            "answered it: every content block, structuredContent, isError and _meta. Find the server and "
+            "tool with mcpx_search (or mcpx_servers), and the arguments the tool takes with mcpx_describe."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "server": _SERVER_ARG,
+                "tool": _TOOL_ARG,
+                "arguments": {
+                    "type": "object",
+                    "description": "The tool's arguments, as its inputSchema describes (mcpx_describe shows it).",
+                },
+            },
+            "required": ["server", "tool"],
+            "additionalProperties": False,
+        },
+        "annotations": {"title": "Call an upstream tool", "openWorldHint": True},
+        # seed §2.1: of mcpx's own tools mcpx_call declares task support
+        # (2025-11-25 only; downgrade removes it elsewhere).
+        "execution": {"taskSupport": "optional"},
+    },
+    {
+        "name": "mcpx_servers",
+        "title": "List upstream servers",
+        "description": (
+            "List mcpx's upstream servers: each one's name, status, MCP era and revision, whether it is passed "
+            "through under its own names, and how many tools, prompts, resources and resource templates it "
+            f"offers. {_JSON_TEXT_NOTE}"
+        ),
+        "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
+        "outputSchema": {
+            "type": "object",
+            "properties": {
+                "servers": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string"},
+                            "status": {"type": "string"},
+                            "detail": {"type": "string"},
+                            "era": {"type": ["string", "null"], "enum": ["legacy", "modern", None]},
+                            "revision": {"type": ["string", "null"]},
+                            "passthrough": {"type": "boolean"},
+                            "tools": {"type": "integer"},
+                            "prompts": {"type": "integer"},
+                            "resources": {"type": "integer"},
+                            "resourceTemplates": {"type": "integer"},
+                            "capabilities": {"type": "object"},
+                        },
+                        "required": ["name", "status", "era", "revision", "passthrough", "tools"],
+                    },
+                }
+            },
+            "required": ["servers"],
+        },
+        "annotations": {"title": "List upstream servers", "readOnlyHint": True, "openWorldHint": False},
+    },
+    {
+        "name": "mcpx_search",
+        "title": "Search upstream tools",
+        "description": (
+            "Search the tools of every upstream server by words in their names, titles and descriptions. "
+            "Every word must appear; best matches (words in the name) first. An empty query lists all tools. "
+            f"Call a tool found here with mcpx_call; mcpx_describe shows its arguments. {_JSON_TEXT_NOTE}"
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Words to look for, e.g. 'read file'."},
+                "server": {"type": "string", "description": "Only search this server's tools."},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": _SEARCH_LIMIT_MAX,
+                    "description": f"At most this many tools (default {_SEARCH_LIMIT}).",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "total": {"type": "integer"},
+                "tools": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "server": {"type": "string"},
+                            "name": {"type": "string"},
+                            "title": {"type": "string"},
+                            "description": {"type": "string"},
+                        },
+                        "required": ["server", "name"],
+                    },
+                },
+            },
+            "required": ["query", "total", "tools"],
+        },
+        "annotations": {"title": "Search upstream tools", "readOnlyHint": True, "openWorldHint": False},
+    },
+    {
+        "name": "mcpx_describe",
+        "title": "Describe an upstream tool",
+        "description": (
+            "Show one upstream tool's full definition as its server lists it, including the inputSchema "
+            f"its arguments must follow in mcpx_call. {_JSON_TEXT_NOTE}"
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {"server": _SERVER_ARG, "tool": _TOOL_ARG},
+            "required": ["server", "tool"],
+            "additionalProperties": False,
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"server": {"type": "string"}, "tool": {"type": "object"}},
+            "required": ["server", "tool"],
+        },
+        "annotations": {"title": "Describe an upstream tool", "readOnlyHint": True, "openWorldHint": False},
+    },
+)
+_TOOLS_BY_NAME: Final = {tool["name"]: tool for tool in _TOOLS}
+
+
+def gateway_tools() -> tuple[Mapping[str, Any], ...]:
+    """The gateway's own tool definitions, in the newest shape (``downgrade`` spells them for a peer)."""
+    return _TOOLS
+
+
+def _check_arguments(tool: str, arguments: Mapping[str, Any]) -> str | None:
+    """What is wrong with ``arguments`` for the gateway tool ``tool`` (its inputSchema, by hand)."""
+    schema = _TOOLS_BY_NAME[tool]["inputSchema"]
+    properties: Mapping[str, Any] = schema["properties"]
+    unknown = sorted(set(arguments) - set(properties))
+    if unknown:
+        valid = ", ".join(properties) or "none"
+        return f"unknown argument {unknown[0]!r}; {tool} takes: {valid}"
+    for name in schema.get("required", ()):
+        if arguments.get(name) is None:
+            return f"missing {name!r}: {properties[name]['description']}"
+    for name, spec in properties.items():
+        value = arguments.get(name)
+        if value is None:
+            continue  # optional and absent (null accepted as absent)
+        expected = spec["type"]
+        if expected == "string" and not isinstance(value, str):
+            return f"{name!r} must be a string"
+        if expected == "object" and not isinstance(value, dict):
+            return f"{name!r} must be an object (a JSON object, not a string holding one)"
+        if expected == "integer":
+            if not isinstance(value, int) or isinstance(value, bool):
+                return f"{name!r} must be an integer"
+            if not spec["minimum"] <= value <= spec["maximum"]:
+                return f"{name!r} must be between {spec['minimum']} and {spec['maximum']}"
+    return None
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):  # e.g. a lone surrogate from a lenient upstream parser
+        return json.dumps(value, ensure_ascii=True, default=repr)
+
+
+def _structured(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": _json_text(value)}], "structuredContent": value}
+
+
+def _tool_error(message: str) -> Answer:
+    return Answer(result={"content": [{"type": "text", "text": message}], "isError": True})
+
+
+# ----------------------------------------------------------------------------
+# Cursors
+# ----------------------------------------------------------------------------
+
+_CURSOR_CONTEXT: Final = b"mcpx gateway cursor v1\x00"
+_CURSOR_MAX: Final = 256
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+class _Cursors:
+    """Mints and reads the gateway's cursors: ``payload.MAC`` under the caller's key."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def _mac(self, payload: str) -> str:
+        return _b64(
+            hmac.new(self._key, _CURSOR_CONTEXT + payload.encode("ascii"), hashlib.sha256).digest()[:16]
+        )
+
+    def mint(self, kind: ListKind, offset: int, fingerprint: str) -> str:
+        payload = _b64(orjson.dumps([kind, offset, fingerprint]))
+        return f"{payload}.{self._mac(payload)}"
+
+    def read(self, cursor: object, kind: ListKind, fingerprint: str, length: int) -> int | GatewayError:
+        """The offset ``cursor`` stands for, or the ``-32602`` that says why it stands for none."""
+        method = _LIST_METHODS[kind]
+        if cursor is None:
+            return 0
+        again = f"call {method} without a cursor, then pass each nextCursor it returns unchanged"
+        if not isinstance(cursor, str):
+            return _cursor_error(f"the cursor must be a string, not {type(cursor).__name__}; {again}", None)
+        payload, dot, mac = cursor.partition(".")
+        if not dot or len(cursor) > _CURSOR_MAX or not cursor.isascii() or not payload or not mac:
+            return _cursor_error(f"this is not a cursor this gateway issued; {again}", cursor)
+        if not hmac.compare_digest(mac, self._mac(payload)):
+            return _cursor_error(
+                "this cursor was not issued by this gateway: it was altered, or issued before mcpx restarted "
+                f"(cursors do not outlive the daemon process); {again}",
+                cursor,
+            )
+        try:
+            issued_kind, offset, issued_fingerprint = orjson.loads(_unb64(payload))
+        except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):  # pragma: no cover - MAC'd
+            return _cursor_error(f"this is not a cursor this gateway issued; {again}", cursor)
+        if issued_kind != kind:
+            issued = _LIST_METHODS.get(issued_kind, str(issued_kind))
+            return _cursor_error(f"this cursor was issued by {issued}, not {method}; {again}", cursor)
+        if issued_fingerprint != fingerprint or not isinstance(offset, int) or not 0 < offset < length:
+            return _cursor_error(
+                f"the list changed since this cursor was issued (an upstream's catalog changed); {again}",
+                cursor,
+            )
+        return offset
+
+
+def _cursor_error(reason: str, cursor: str | None) -> GatewayError:
+    data = {"cursor": cursor} if cursor is not None and len(cursor) <= _CURSOR_MAX else None
+    return GatewayError(code=INVALID_PARAMS, message=f"Invalid params: invalid cursor: {reason}", data=data)
+
+
+def _fingerprint(keys: Iterable[str]) -> str:
+    digest = hashlib.sha256()
+    for key in keys:
+        digest.update(key.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------
+# The surface
+# ----------------------------------------------------------------------------
+
+
+def _named_entries(entries: Iterable[Any], key: str = "name") -> Iterable[Mapping[str, Any]]:
+    """Entries with a string ``key``, the first of each value only."""
+    seen: set[str] = set()
+    for entry in entries:
+        if isinstance(entry, Mapping) and isinstance(entry.get(key), str) and entry[key] not in seen:
+            seen.add(entry[key])
+            yield entry
+
+
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    items: tuple[Mapping[str, Any], ...]
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Conflict:
+    kind: Literal["tool", "prompt"]
+    name: str
+    servers: tuple[str, ...]
+
+
+def _conflict_error(conflicts: Sequence[_Conflict], method: str) -> GatewayError:
+    first = conflicts[0]
+    servers = ", ".join(repr(s) for s in first.servers[:-1]) + f" and {first.servers[-1]!r}"
+    both = "both" if len(first.servers) == 2 else "all"
+    more = f" (and {len(conflicts) - 1} more such names)" if len(conflicts) > 1 else ""
+    message = (
+        f"{method} failed: the {first.kind} {first.name!r} is offered by {servers}, which are {both} passed "
+        f"through{more}; pass only one of them through (mcp.passthrough) — the others stay reachable "
+        "with mcpx_call"
+    )
+    data = {
+        "conflicts": [{"kind": c.kind, "name": c.name, "servers": list(c.servers)} for c in conflicts],
+    }
+    return GatewayError(code=INTERNAL_ERROR, message=message, data=data)
+
+
+class GatewaySurface:
+    """What mcpx offers a host over a snapshot of its upstreams' catalogs, and where requests go.
+
+    Build one per snapshot: ``catalogs`` in configuration order,
+    ``passthrough`` the servers offered under their own names (in the order
+    given), ``cursor_key`` the HMAC key cursors are signed with (per daemon
+    process, from the caller), ``page_size`` the longest page of a list.
+    Then answer each host request with the matching method and act on the
+    value it returns (see the module docstring).  Nothing here changes after
+    construction.
+    """
+
+    def __init__(
+        self,
+        catalogs: Sequence[UpstreamCatalog],
+        *,
+        cursor_key: bytes,
+        passthrough: Sequence[str] = (),
+        page_size: int = _DEFAULT_PAGE_SIZE,
+    ) -> None:
+        if not isinstance(cursor_key, bytes) or len(cursor_key) < 16:
+            raise LocalProtocolError(
+                "cursor_key must be at least 16 random bytes, generated per daemon process"
+            )
+        if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
+            raise LocalProtocolError(f"page_size must be a positive integer, not {page_size!r}")
+        self._catalogs: dict[str, UpstreamCatalog] = {}
+        for catalog in catalogs:
+            if not isinstance(catalog, UpstreamCatalog):
+                raise LocalProtocolError(
+                    f"catalogs must be UpstreamCatalog values, not {type(catalog).__name__}"
+                )
+            if catalog.name in self._catalogs:
+                raise LocalProtocolError(f"server {catalog.name!r} has two catalogs; give one per server")
+            self._catalogs[catalog.name] = catalog
+        if isinstance(passthrough, str):
+            raise LocalProtocolError("passthrough is a sequence of server names, not one string")
+        seen: set[str] = set()
+        for name in passthrough:
+            if name not in self._catalogs:
+                configured = ", ".join(self._catalogs) or "none"
+                raise LocalProtocolError(
+                    f"mcp.passthrough names {name!r}, which is not a configured server (configured: {configured})"
+                )
+            if name in seen:
+                raise LocalProtocolError(f"mcp.passthrough names {name!r} twice")
+            seen.add(name)
+        self._passthrough: tuple[str, ...] = tuple(passthrough)
+        self._cursors = _Cursors(cursor_key)
+        self._page_size = page_size
+        self._build()
+
+    # -- construction ----------------------------------------------------
+
+    def _build(self) -> None:
+        passed = [self._catalogs[name] for name in self._passthrough]
+        gatewayed = [c for c in self._catalogs.values() if c.name not in self._passthrough]
+
+        # Tools: pass-through ones under their own names, then the gateway's not shadowed.
+        self._tool_owner: dict[str, str] = {}
+        tool_conflicts, pt_tools = self._merge_names(passed, "tool", lambda c: c.tools, self._tool_owner)
+        self._visible_gateway_tools = tuple(n for n in GATEWAY_TOOL_NAMES if n not in self._tool_owner)
+        self._conflicts: dict[tuple[str, str], _Conflict] = {("tool", c.name): c for c in tool_conflicts}
+        self._tools_error = _conflict_error(tool_conflicts, "tools/list") if tool_conflicts else None
+        self._tools = self._listing(
+            [*pt_tools, *(_TOOLS_BY_NAME[n] for n in self._visible_gateway_tools)], "name"
+        )
+
+        # Prompts: pass-through ones, then "<namespace>_<prompt>" for the rest, the upstream winning.
+        self._prompt_owner: dict[str, str] = {}
+        prompt_conflicts, pt_prompts = self._merge_names(
+            passed, "prompt", lambda c: c.prompts, self._prompt_owner
+        )
+        self._conflicts.update({("prompt", c.name): c for c in prompt_conflicts})
+        self._prompts_error = _conflict_error(prompt_conflicts, "prompts/list") if prompt_conflicts else None
+        namespaced = [
+            {**prompt, "name": f"{catalog.name}_{prompt['name']}"}
+            for catalog in gatewayed
+            for prompt in _named_entries(catalog.prompts)
+            if f"{catalog.name}_{prompt['name']}" not in self._prompt_owner
+        ]
+        self._prompts = self._listing([*pt_prompts, *namespaced], "name")
+
+        # Resources and templates: pass-through ones as listed (a URI once), then mcpx:// forms.
+        pt_resources: dict[str, Mapping[str, Any]] = {}
+        pt_templates: dict[str, Mapping[str, Any]] = {}
+        for catalog in passed:
+            for resource in _named_entries(catalog.resources, "uri"):
+                pt_resources.setdefault(resource["uri"], resource)
+            for template in _named_entries(catalog.resource_templates, "uriTemplate"):
+                pt_templates.setdefault(template["uriTemplate"], template)
+        resources = [
+            {**resource, "uri": mcpx_uri(catalog.name, resource["uri"])}
+            for catalog in gatewayed
+            for resource in _named_entries(catalog.resources, "uri")
+        ]
+        templates = [
+            {**template, "uriTemplate": mcpx_uri_template(catalog.name, template["uriTemplate"])}
+            for catalog in gatewayed
+            for template in _named_entries(catalog.resource_templates, "uriTemplate")
+        ]
+        self._resource_uris = {
+            c.name: frozenset(r["uri"] for r in _named_entries(c.resources, "uri"))
+            for c in self._catalogs.values()
+        }
+        self._template_strings = {
+            c.name: tuple(t["uriTemplate"] for t in _named_entries(c.resource_templates, "uriTemplate"))
+            for c in self._catalogs.values()
+        }
+        self._resources = self._listing([*pt_resources.values(), *resources], "uri")
+        self._templates = self._listing([*pt_templates.values(), *templates], "uriTemplate")
+
+    @staticmethod
+    def _merge_names(
+        catalogs: Sequence[UpstreamCatalog],
+        kind: Literal["tool", "prompt"],
+        entries: Callable[[UpstreamCatalog], Sequence[Mapping[str, Any]]],
+        owner: dict[str, str],
+    ) -> tuple[list[_Conflict], list[Mapping[str, Any]]]:
+        offered: dict[str, list[str]] = {}
+        merged: list[Mapping[str, Any]] = []
+        for catalog in catalogs:
+            for entry in _named_entries(entries(catalog)):
+                servers = offered.setdefault(entry["name"], [])
+                servers.append(catalog.name)
+                if len(servers) == 1:
+                    owner[entry["name"]] = catalog.name
+                    merged.append(entry)
+        conflicts = [_Conflict(kind, name, tuple(s)) for name, s in offered.items() if len(s) > 1]
+        return conflicts, merged
+
+    @staticmethod
+    def _listing(items: list[Mapping[str, Any]], key: str) -> _Listing:
+        return _Listing(tuple(items), _fingerprint(item[key] for item in items))
+
+    # -- what the surface is ----------------------------------------------
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """Every upstream, in configuration order."""
+        return tuple(self._catalogs)
+
+    @property
+    def passthrough(self) -> tuple[str, ...]:
+        """The servers offered under their own names, in the order given."""
+        return self._passthrough
+
+    @property
+    def tools_list_changed(self) -> bool:
+        """Whether to declare ``tools.listChanged``: only when passing through (seed §2.2)."""
+        return bool(self._passthrough)
+
+    # -- lists --------------------------------------------------------------
+
+    def list_tools(self, cursor: object = None) -> Page | GatewayError:
+        """``tools/list``: pass-through tools, then the gateway's; ``params.cursor`` as given."""
+        return self._tools_error or self._page("tools", self._tools, cursor)
+
+    def list_prompts(self, cursor: object = None) -> Page | GatewayError:
+        """``prompts/list``: pass-through prompts, then ``<namespace>_<prompt>`` for the rest."""
+        return self._prompts_error or self._page("prompts", self._prompts, cursor)
+
+    def list_resources(self, cursor: object = None) -> Page | GatewayError:
+        """``resources/list``: pass-through resources as listed, then ``mcpx://`` ones for the rest."""
+        return self._page("resources", self._resources, cursor)
+
+    def list_resource_templates(self, cursor: object = None) -> Page | GatewayError:
+        """``resources/templates/list``: as ``list_resources``, for templates."""
+        return self._page("resourceTemplates", self._templates, cursor)
+
+    def _page(self, kind: ListKind, listing: _Listing, cursor: object) -> Page | GatewayError:
+        start = self._cursors.read(cursor, kind, listing.fingerprint, len(listing.items))
+        if isinstance(start, GatewayError):
+            return start
+        end = start + self._page_size
+        next_cursor = self._cursors.mint(kind, end, listing.fingerprint) if end < len(listing.items) else None
+        return Page(kind=kind, items=listing.items[start:end], next_cursor=next_cursor)
+
+    # -- tools/call -----------------------------------------------------------
+
+    def call_tool(
+        self, params: Mapping[str, Any], *, revision: Revision = NEWEST
+    ) -> Route | Answer | GatewayError:
+        """``tools/call`` from a host on ``revision``: where it goes, or the gateway's own answer."""
+        name = params.get("name")
+        if not isinstance(name, str):
+            return GatewayError(
+                code=INVALID_PARAMS, message="Invalid params: tools/call needs params.name, a string"
+            )
+        conflict = self._conflicts.get(("tool", name))
+        if conflict is not None:
+            return _conflict_error([conflict], "tools/call")
+        owner = self._tool_owner.get(name)
+        if owner is not None:
+            return Route(server=owner, method="tools/call", params=_forwarded(params), rewrite_uris=False)
+        if name in self._visible_gateway_tools:
+            return self._gateway_tool(name, params, revision)
+        if self._passthrough:  # seed §2.5: names it does not list are forwarded
+            return Route(
+                server=self._passthrough[0],
+                method="tools/call",
+                params=_forwarded(params),
+                rewrite_uris=False,
+            )
+        offered = ", ".join(self._visible_gateway_tools)
+        return GatewayError(
+            code=INVALID_PARAMS,
+            message=(
+                f"Unknown tool: no tool named {name!r}; mcpx offers {offered}: find an upstream tool with "
+                "mcpx_search and call it with mcpx_call"
+            ),
+            data={"name": name},
+        )
+
+    def _gateway_tool(
+        self, name: str, params: Mapping[str, Any], revision: Revision
+    ) -> Route | Answer | GatewayError:
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        problem = (
+            "arguments must be an object"
+            if not isinstance(arguments, dict)
+            else _check_arguments(name, arguments)
+        )
+        if problem is not None:
+            message = f"Invalid arguments for tool {name!r}: {problem}"
+            if revision >= Revision.V2025_11_25:  # SEP-1303: the model can read it and retry
+                return _tool_error(message)
+            return GatewayError(code=INVALID_PARAMS, message=f"Invalid params: {message}")
+        if name == "mcpx_servers":
+            return Answer(
+                result=_structured({"servers": [self._server_entry(c) for c in self._catalogs.values()]})
+            )
+        unknown = self._unknown_server(arguments.get("server"))
+        if unknown is not None:
+            return unknown
+        if name == "mcpx_call":
+            forwarded: dict[str, Any] = {
+                "name": arguments["tool"],
+                "arguments": arguments.get("arguments") or {},
+            }
+            if "_meta" in params:
+                forwarded["_meta"] = params["_meta"]
+            return Route(server=arguments["server"], method="tools/call", params=forwarded, rewrite_uris=True)
+        if name == "mcpx_search":
+            return self._search(
+                arguments["query"], arguments.get("server"), arguments.get("limit") or _SEARCH_LIMIT
+            )
+        return self._describe(arguments["server"], arguments["tool"])
+
+    def _unknown_server(self, server: str | None) -> Answer | None:
+        if server is None or server in self._catalogs:
+            return None
+        configured = ", ".join(self._catalogs) or "none"
+        return _tool_error(
+            f"mcpx has no server named {server!r}; its servers are: {configured} (mcpx_servers lists them)"
+        )
+
+    def _server_entry(self, catalog: UpstreamCatalog) -> dict[str, Any]:
+        entry: dict[str, Any] = {"name": catalog.name, "status": catalog.status}
+        if catalog.detail:
+            entry["detail"] = catalog.detail
+        entry.update(
+            era=catalog.revision.era.value if catalog.revision is not None else None,
+            revision=str(catalog.revision) if catalog.revision is not None else None,
+            passthrough=catalog.name in self._passthrough,
+            tools=sum(1 for _ in _named_entries(catalog.tools)),
+            prompts=sum(1 for _ in _named_entries(catalog.prompts)),
+            resources=sum(1 for _ in _named_entries(catalog.resources, "uri")),
+            resourceTemplates=sum(1 for _ in _named_entries(catalog.resource_templates, "uriTemplate")),
+            capabilities=dict(catalog.capabilities),
+        )
+        return entry
+
+    def _search(self, query: str, server: str | None, limit: int) -> Answer:
+        words = _words(query)
+        scored: list[tuple[int, int, dict[str, Any]]] = []
+        catalogs = [self._catalogs[server]] if server is not None else list(self._catalogs.values())
+        for catalog in catalogs:
+            for tool in _named_entries(catalog.tools):
+                score = _score(words, tool)
+                if score is None:
+                    continue
+                found: dict[str, Any] = {"server": catalog.name, "name": tool["name"]}
+                title = tool.get("title") or _annotation_title(tool)
+                if isinstance(title, str):
+                    found["title"] = title
+                description = tool.get("description")
+                if isinstance(description, str):
+                    if len(description) > _SEARCH_DESCRIPTION_CHARS:
+                        description = description[:_SEARCH_DESCRIPTION_CHARS] + "… (mcpx_describe shows all)"
+                    found["description"] = description
+                scored.append((-score, len(scored), found))
+        scored.sort(key=lambda s: (s[0], s[1]))
+        tools = [found for _, _, found in scored[:limit]]
+        return Answer(result=_structured({"query": query, "total": len(scored), "tools": tools}))
+
+    def _describe(self, server: str, name: str) -> Answer:
+        catalog = self._catalogs[server]
+        tool = catalog.tool(name)
+        if tool is None:
+            names = [t["name"] for t in _named_entries(catalog.tools)]
+            shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
+            listed = f"its tools are: {shown}" if names else f"it lists no tools (status: {catalog.status})"
+            return _tool_error(
+                f"server {server!r} lists no tool named {name!r}; {listed} (mcpx_search finds tools by words)"
+            )
+        return Answer(result=_structured({"server": server, "tool": dict(tool)}))
+
+    # -- prompts/get ----------------------------------------------------------
+
+    def get_prompt(self, params: Mapping[str, Any]) -> Route | GatewayError:
+        """``prompts/get``: the upstream that answers it, under the name it knows."""
+        name = params.get("name")
+        if not isinstance(name, str):
+            return GatewayError(
+                code=INVALID_PARAMS, message="Invalid params: prompts/get needs params.name, a string"
+            )
+        conflict = self._conflicts.get(("prompt", name))
+        if conflict is not None:
+            return _conflict_error([conflict], "prompts/get")
+        owner = self._prompt_owner.get(name)
+        if owner is not None:
+            return Route(server=owner, method="prompts/get", params=dict(params), rewrite_uris=False)
+        namespace, sep, prompt = name.partition("_")
+        if sep and prompt and namespace in self._catalogs:
+            return Route(
+                server=namespace, method="prompts/get", params={**params, "name": prompt}, rewrite_uris=True
+            )
+        if self._passthrough:
+            return Route(
+                server=self._passthrough[0], method="prompts/get", params=dict(params), rewrite_uris=False
+            )
+        return GatewayError(
+            code=INVALID_PARAMS,
+            message=(
+                f"Unknown prompt: no prompt named {name!r}; prompts/list shows the prompts on offer, "
+                "each named <server>_<prompt>"
+            ),
+            data={"name": name},
+        )
+
+    # -- resources --------------------------------------------------------------
+
+    def route_resource(
+        self, params: Mapping[str, Any], method: str = "resources/read"
+    ) -> Route | OwnResource | GatewayError:
+        """``resources/read`` (or ``resources/subscribe``/``unsubscribe``): who serves ``params.uri``."""
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            return GatewayError(
+                code=INVALID_PARAMS, message=f"Invalid params: {method} needs params.uri, a string"
+            )
+        if uri[: len(_SCHEME)].lower() == _SCHEME:
+            try:
+                namespace, inner = parse_mcpx_uri(uri)
+            except McpxUriError as exc:
+                return GatewayError(code=INVALID_PARAMS, message=f"Invalid params: {exc}", data={"uri": uri})
+            if namespace == OWN_NAMESPACE:
+                return OwnResource(uri=uri, path=inner)
+            if namespace not in self._catalogs:
+                configured = ", ".join(self._catalogs) or "none"
+                return GatewayError(
+                    code=RESOURCE_NOT_FOUND,
+                    message=(
+                        f"Resource not found: {_clip(uri)!r} names server {namespace!r}, which mcpx does not "
+                        f"have (its servers: {configured}); resources/list shows every resource mcpx serves"
+                    ),
+                    data={"uri": uri},
+                )
+            return Route(server=namespace, method=method, params={**params, "uri": inner}, rewrite_uris=True)
+        if self._passthrough:
+            server = next(
+                (name for name in self._passthrough if self._offers(name, uri)),
+                self._passthrough[0],
+            )
+            return Route(server=server, method=method, params=dict(params), rewrite_uris=False)
+        owner = next((name for name in self._catalogs if self._offers(name, uri)), None)
+        hint = (
+            f"mcpx serves it as {mcpx_uri(owner, uri)}"
+            if owner is not None
+            else "resources/list shows what mcpx serves, as mcpx://<server>/<percent-encoded URI>"
+        )
+        return GatewayError(
+            code=RESOURCE_NOT_FOUND,
+            message=f"Resource not found: {_clip(uri)!r} is not an mcpx:// URI; {hint}",
+            data={"uri": uri},
+        )
+
+    def _offers(self, server: str, uri: str) -> bool:
+        """Whether ``server`` lists ``uri`` or has a template it falls under (seed §2.5)."""
+        return uri in self._resource_uris[server] or any(
+            template_matches(template, uri) for template in self._template_strings[server]
+        )
+
+
+# ----------------------------------------------------------------------------
+# Helpers
+# ----------------------------------------------------------------------------
+
+
+def _forwarded(params: Mapping[str, Any]) -> dict[str, Any]:
+    # ``task`` asks mcpx to run the call as a task; mcpx never task-augments upstream (seed §6).
+    return {key: value for key, value in params.items() if key != "task"}
+
+
+_WORD: Final = re.compile(r"[^\W_]+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def _annotation_title(tool: Mapping[str, Any]) -> Any:
+    annotations = tool.get("annotations")
+    return annotations.get("title") if isinstance(annotations, Mapping) else None
+
+
+def _score(words: Sequence[str], tool: Mapping[str, Any]) -> int | None:
+    """How well ``tool`` matches every one of ``words`` (name 3, title 2, description 1); ``None`` if not all."""
+    fields = [
+        (3, tool.get("name")),
+        (2, tool.get("title")),
+        (2, _annotation_title(tool)),
+        (1, tool.get("description")),
+    ]
+    texts = [(weight, " ".join(_words(value))) for weight, value in fields if isinstance(value, str)]
+    score = 0
+    for word in words:
+        best = max((weight for weight, text in texts if word in text), default=0)
+        if best == 0:
+            return None
+        score += best
+    return score
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
