@@ -173,12 +173,26 @@ def _argument(text: str) -> tuple[str, object]:
 
 @app.command()
 def call(
-    tool: Annotated[str, typer.Argument(help="The tool to call.")],
-    command: Annotated[
-        list[str], typer.Argument(help="The server to spawn (after --), e.g. -- python -m srv.")
+    target: Annotated[
+        list[str],
+        typer.Argument(
+            help="SERVER TOOL (through the running daemon), or TOOL -- COMMAND... | TOOL -- URL (directly)."
+        ),
     ],
     arg: Annotated[
         list[str] | None, typer.Option("--arg", help="An argument, key=value (JSON values parse).")
+    ] = None,
+    json_arguments: Annotated[
+        str | None, typer.Option("--json-args", help="All arguments as one JSON object.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the result as JSON (through the daemon).")
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds this call may take (can only lower pool.callTimeout; through the daemon)."
+        ),
     ] = None,
     mcp_spec: Annotated[
         str | None,
@@ -189,14 +203,20 @@ def call(
         str | None, typer.Option("--state", help="State directory (era cache).", envvar="MCPX_STATE")
     ] = None,
 ) -> None:
-    """Call TOOL on a server (a command to spawn over stdio, or an HTTP URL); print the result as JSON.
+    """Call a tool: `mcpx call SERVER TOOL` through the daemon, or `mcpx call TOOL -- COMMAND...|URL` directly.
 
+    Through the daemon, SERVER is a configured server (`mcpx servers` lists
+    them) and the result is printed as text on a terminal, as JSON otherwise
+    or with --json.  Directly, the server is a command to spawn over stdio or
+    an HTTP URL, and the outcome is printed as JSON.
     A URL without --mcp-spec is probed first (as `mcpx probe URL`, through the
     era cache) and spoken to as the probe found it: 2026-07-28 or a legacy
     revision over Streamable HTTP, or the 2024-11-05 HTTP+SSE transport.
     Exits 1 when the server answers a JSON-RPC error or the tool reports
     isError, after printing what it said.
     """
+    import sys
+
     import anyio
 
     from ..client import Client, McpCallError, connect_http, connect_sse, connect_stdio
@@ -205,6 +225,27 @@ def call(
     from ..drivers._probe_http import probe_http
 
     arguments = dict(_argument(a) for a in arg or [])
+    if json_arguments is not None:
+        try:
+            parsed = orjson.loads(json_arguments)
+        except orjson.JSONDecodeError as exc:
+            raise typer.BadParameter(f"--json-args is not JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise typer.BadParameter("--json-args must be a JSON object")
+        arguments = {**parsed, **arguments}
+    direct = "--" in sys.argv[1:] or any(t.startswith(("http://", "https://")) for t in target[1:])
+    if not direct:
+        if len(target) != 2:
+            raise typer.BadParameter(
+                "use `mcpx call SERVER TOOL --arg k=v` (through the daemon) or `mcpx call TOOL -- COMMAND...`"
+            )
+        from ._gateway import call_through_daemon
+
+        call_through_daemon(target[0], target[1], arguments, state=state, timeout=timeout, as_json=as_json)
+        return
+    tool, command = target[0], target[1:]
+    if not command:
+        raise typer.BadParameter("after --, give the command to spawn or the server's URL")
     revision = parse_revision(mcp_spec) if mcp_spec else None
     modern = revision is not None and revision.is_modern
     if loop not in ("asyncio", "trio"):
@@ -361,6 +402,11 @@ def settings(
         typer.echo(orjson.dumps(loaded.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:
         typer.echo(render_text(loaded))
+
+
+from ._gateway import register as _register_gateway  # noqa: E402  (the commands are defined above it)
+
+_register_gateway(app)
 
 
 @app.command("conformance-client")

@@ -25,7 +25,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from ..core import (
     DEFAULT_MAX_LINE,
@@ -129,15 +129,20 @@ def serve_http(
     ready: Callable[[list[str]], None] | None = None,
     stop: threading.Event | None = None,
     state_key: bytes | None = None,
+    app_setup: Callable[[Any], Any] | None = None,
 ) -> None:
     """Serve ``server`` over HTTP on ``host:port`` and/or ``unix_path`` until interrupted.
 
     ``port=0`` picks a free port; ``ready`` receives the URLs actually bound.
     Binding beyond loopback prints a warning: whatever can reach the port can
-    run the server's tools.
+    run the server's tools.  ``app_setup(task_group)`` returns the handler of
+    ``http.app_paths`` (an ``AppHandler``) and may start tasks of its own in
+    the server's task group (the daemon's pool); it needs an anyio loop.
     """
     if loop not in LOOPS:
         raise ValueError(f"unknown loop {loop!r}; choose one of {', '.join(LOOPS)}")
+    if app_setup is not None and loop == "blocking":
+        raise ValueError("application paths need an anyio loop: asyncio, uvloop or trio")
     if port is None and unix_path is None:
         raise ValueError("give a port, a unix socket path, or both")
     if port is not None and not _is_loopback(host):
@@ -204,7 +209,10 @@ def serve_http(
                 sock.setblocking(False)
                 listeners.append(await anyio.abc.SocketListener.from_socket(sock))
             async with anyio.create_task_group() as tg:
-                tg.start_soon(lambda: serve_async(server, core, listeners, trace=trace, started=started))
+                app = app_setup(tg) if app_setup is not None else None
+                tg.start_soon(
+                    lambda: serve_async(server, core, listeners, trace=trace, started=started, app=app)
+                )
                 if stop is not None:
                     await anyio.to_thread.run_sync(stop.wait, abandon_on_cancel=True)
                     tg.cancel_scope.cancel()

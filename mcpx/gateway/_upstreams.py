@@ -1,0 +1,352 @@
+"""The pool's driver: upstream servers started, kept and stopped as ``mcpx.core`` Pool says.
+
+The pure ``Pool`` (mcpx/core/_pool.py) decides which instance serves a call,
+when one starts, idles out, backs off or times out; this module carries that
+out on an anyio task group.  An instance is a ``mcpx.client.Client`` over the
+transport its configuration names: a spawned stdio process, Streamable HTTP,
+or 2024-11-05 HTTP+SSE, in the era the era probe found (cached per
+configuration in ``<state>/upstream-eras.json``, so the probe is paid once;
+a cached era that stops working is probed again).  Every call ends in the
+upstream's result, the upstream's own JSON-RPC error, or an error that names
+the server and says what to do: never an empty answer, never a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from .. import __version__
+from ..client import Client, McpCallError, Resolver, connect_http, connect_sse, connect_stdio
+from ..config import UpstreamServer
+from ..core import EraCache, ProbeConfig, ProbeDone, Progress, Revision
+from ..core._pool import (
+    CallFailed,
+    CallTimedOut,
+    Granted,
+    Pool,
+    PoolConfig,
+    Refused,
+    ServerStatus,
+    Spawn,
+    Stop,
+)
+from ..drivers._eracache import era_cache_path, load_era_cache, save_era_cache
+from ..drivers._probe_http import probe_http
+from ..drivers._probe_stdio import probe_stdio
+
+__all__ = ["Upstreams"]
+
+CLIENT_INFO = {"name": "mcpx", "version": __version__}
+_WATCH_INTERVAL = 0.25  # how often a running instance is checked for having gone away
+
+
+@dataclass
+class _Running:
+    server: str
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    client: Client | None = None
+    starting: anyio.CancelScope = field(
+        default_factory=anyio.CancelScope
+    )  # cancelled by a Stop while starting
+    reason: str = "the server stopped"
+
+
+@dataclass
+class _Waiter:
+    granted: anyio.Event = field(default_factory=anyio.Event)
+    instance: int | None = None
+    error: Mapping[str, Any] | None = None  # Refused, CallFailed or CallTimedOut
+    scope: anyio.CancelScope | None = None
+
+
+def _era_key(server: UpstreamServer) -> str:
+    """The era cache's key for ``server``: the same one the probe drivers write."""
+    if server.url is not None:
+        return EraCache.key({"url": server.url})
+    argv = server.argv()
+    env = server.process_env()
+    return EraCache.key({"command": argv[0], "args": list(argv[1:]), "env": env, "cwd": server.cwd})
+
+
+class Upstreams:
+    """Every configured upstream behind one pool; ``request`` is the only way in."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, UpstreamServer],
+        *,
+        state_dir: Path,
+        pool: PoolConfig | None = None,
+        resolver: Resolver | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.servers = dict(servers)
+        self.pool = Pool({name: str(s.scope) for name, s in self.servers.items()}, config=pool)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._cache_path = era_cache_path(state_dir)
+        self._resolver = resolver
+        self._capabilities = dict(capabilities or {})
+        self._running: dict[int, _Running] = {}
+        self._waiters: dict[str, _Waiter] = {}
+        self._ids = itertools.count(1)
+        self._timer_changed: anyio.Event | None = None
+        self.clients_started = 0
+
+    def attach(self, tg: anyio.abc.TaskGroup) -> None:
+        """Run in ``tg`` (the daemon's task group): instances start there, and the pool's timer with them."""
+        self._tg = tg
+        tg.start_soon(self.run_timer)
+
+    # -- the pool's clock and actions ----------------------------------------------------
+
+    async def run_timer(self) -> None:
+        """Feed the pool its deadlines (start, idle, backoff, call timeouts) until cancelled."""
+        while True:
+            deadline = self.pool.get_timer()
+            self._timer_changed = anyio.Event()
+            if deadline is None:
+                await self._timer_changed.wait()
+                continue
+            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
+                await self._timer_changed.wait()
+            if time.monotonic() >= deadline:
+                self.pool.handle_timer(time.monotonic())
+                self._perform()
+
+    def _perform(self) -> None:
+        for action in self.pool.next_actions():
+            if isinstance(action, Spawn):
+                running = self._running[action.instance] = _Running(server=action.server)
+                assert self._tg is not None, "attach() the upstreams to a task group first"
+                self._tg.start_soon(self._run_instance, action.instance, running)
+            elif isinstance(action, Stop):
+                stopped = self._running.pop(action.instance, None)
+                if stopped is not None:
+                    stopped.stop.set()
+                    if stopped.client is None:
+                        stopped.starting.cancel()
+            elif isinstance(action, Granted):
+                waiter = self._waiters.get(str(action.call_id))
+                if waiter is not None:
+                    waiter.instance = action.instance
+                    waiter.granted.set()
+            elif isinstance(action, Refused | CallFailed | CallTimedOut):
+                waiter = self._waiters.get(str(action.call_id))
+                if waiter is not None:
+                    waiter.error = action.error
+                    waiter.granted.set()
+                    if waiter.scope is not None:
+                        waiter.scope.cancel()
+        if self._timer_changed is not None:
+            self._timer_changed.set()
+
+    # -- calls ---------------------------------------------------------------------------
+
+    async def request(
+        self,
+        server: str,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        scope_key: str | None = None,
+        timeout: float | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> Mapping[str, Any]:
+        """Send ``method`` to an instance of ``server``; its result, or ``McpCallError``.
+
+        ``timeout`` may lower ``pool.callTimeout`` for this call, never raise
+        it.  The upstream's own JSON-RPC errors come back as they were sent.
+        """
+        call_id = f"c{next(self._ids)}"
+        waiter = self._waiters[call_id] = _Waiter()
+        try:
+            self.pool.acquire(server, scope_key, call_id, time.monotonic(), timeout=timeout)
+            self._perform()
+            await waiter.granted.wait()
+            if waiter.error is not None:
+                raise McpCallError(waiter.error)
+            assert waiter.instance is not None
+            running = self._running.get(waiter.instance)
+            if running is None or running.client is None:
+                raise McpCallError({"code": -32603, "message": f"server {server!r}: its instance went away"})
+            budget = self.pool.budget_for(call_id)
+            with anyio.CancelScope() as scope:
+                waiter.scope = scope
+                return await running.client.request(method, params, on_progress=on_progress, timeout=budget)
+            assert waiter.error is not None  # only the pool cancels this scope
+            raise McpCallError(waiter.error)
+        finally:
+            self._waiters.pop(call_id, None)
+            with anyio.CancelScope(shield=True):
+                self.pool.release(call_id, time.monotonic())
+                self._perform()
+
+    async def catalog(self, server: str, *, scope_key: str | None = None) -> dict[str, Any]:
+        """What ``server`` offers: tools, prompts, resources and templates, and what it declared.
+
+        Lists the server did not declare are empty; each list comes from the
+        instance's cache (dropped when the server announces a change).
+        """
+        call_id = f"c{next(self._ids)}"
+        waiter = self._waiters[call_id] = _Waiter()
+        try:
+            self.pool.acquire(server, scope_key, call_id, time.monotonic())
+            self._perform()
+            await waiter.granted.wait()
+            if waiter.error is not None:
+                raise McpCallError(waiter.error)
+            assert waiter.instance is not None
+            running = self._running.get(waiter.instance)
+            if running is None or running.client is None:
+                raise McpCallError({"code": -32603, "message": f"server {server!r}: its instance went away"})
+            client = running.client
+            with anyio.CancelScope() as scope:
+                waiter.scope = scope
+                caps = await client.server_capabilities()
+                found: dict[str, Any] = {
+                    "capabilities": dict(caps),
+                    "revision": client.revision,
+                    "tools": [],
+                    "prompts": [],
+                    "resources": [],
+                    "resourceTemplates": [],
+                }
+                if "tools" in caps:
+                    found["tools"] = await client.cached_list("tools/list")
+                if "prompts" in caps:
+                    found["prompts"] = await client.cached_list("prompts/list")
+                if "resources" in caps:
+                    found["resources"] = await client.cached_list("resources/list")
+                    found["resourceTemplates"] = await client.cached_list("resources/templates/list")
+                return found
+            assert waiter.error is not None
+            raise McpCallError(waiter.error)
+        finally:
+            self._waiters.pop(call_id, None)
+            with anyio.CancelScope(shield=True):
+                self.pool.release(call_id, time.monotonic())
+                self._perform()
+
+    def status(self) -> tuple[ServerStatus, ...]:
+        return self.pool.status(time.monotonic())
+
+    def restart(self, server: str | None) -> None:
+        self.pool.restart(server, time.monotonic())
+        self._perform()
+
+    # -- instances -----------------------------------------------------------------------
+
+    async def _run_instance(self, instance: int, running: _Running) -> None:
+        server = self.servers[running.server]
+        try:
+            with running.starting:
+                await self._serve_instance(instance, running, server)
+        except McpCallError as exc:
+            reason = exc.message
+        except (OSError, ValueError) as exc:
+            reason = f"server {server.name!r} could not be started: {exc}"
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # one server's failure must not take the daemon down
+            reason = f"server {server.name!r} failed: {type(exc).__name__}: {exc}"
+        else:
+            reason = running.reason
+        if running.stop.is_set():
+            return  # the pool stopped it: nothing to report
+        if running.client is not None:
+            self.pool.crashed(instance, reason, time.monotonic())
+        else:
+            self.pool.start_failed(instance, reason, time.monotonic())
+        self._perform()
+
+    async def _serve_instance(self, instance: int, running: _Running, server: UpstreamServer) -> None:
+        """Connect, tell the pool, and hold the connection until the pool stops it or the server goes."""
+        async with self._connect(server) as client:
+            running.client = client
+            self.clients_started += 1
+            self.pool.started(instance, time.monotonic())
+            self._perform()
+            while not running.stop.is_set():
+                if client.session.closed:
+                    running.reason = f"server {server.name!r} exited; {client._gone()}"
+                    return
+                with anyio.move_on_after(_WATCH_INTERVAL):
+                    await running.stop.wait()
+
+    @contextlib.asynccontextmanager
+    async def _connect(self, server: UpstreamServer) -> AsyncIterator[Client]:
+        """A client for ``server`` in the era the probe found; a cached era that fails is probed again."""
+        for attempt in (1, 2):
+            era, revision = await self._era(server, fresh=attempt == 2)
+            connected = False
+            try:
+                async with self._open(server, era, revision) as client:
+                    connected = True
+                    yield client
+                    return
+            except McpCallError:
+                if connected or attempt == 2:
+                    raise
+                self._forget_era(server)  # the cached era did not work: probe again
+
+    def _open(
+        self, server: UpstreamServer, era: str, revision: Revision | None
+    ) -> contextlib.AbstractAsyncContextManager[Client]:
+        common: dict[str, Any] = {
+            "capabilities": self._capabilities,
+            "resolver": self._resolver,
+            "client_info": CLIENT_INFO,
+            "call_timeout": self.pool.config.call_timeout,
+        }
+        if server.url is None:
+            offer = revision if era == "legacy" else None
+            return connect_stdio(
+                server.argv(),
+                env=server.process_env(),
+                cwd=server.cwd,
+                modern=era == "modern",
+                offer=offer,
+                **common,
+            )
+        headers = server.headers
+        if era == "legacy-sse":
+            return connect_sse(server.url, headers=headers, auth=server.auth, **common)
+        return connect_http(
+            server.url,
+            modern=era == "modern",
+            offer=revision if era == "legacy" else None,
+            headers=headers,
+            auth=server.auth,
+            **common,
+        )
+
+    async def _era(self, server: UpstreamServer, *, fresh: bool) -> tuple[str, Revision | None]:
+        if not fresh:
+            entry = load_era_cache(self._cache_path).get(_era_key(server))
+            if entry is not None:
+                return entry.era, entry.revision
+        config = ProbeConfig(client_info=CLIENT_INFO, capabilities=self._capabilities)
+        if server.url is None:
+            outcome = await probe_stdio(
+                server.argv(), config, env=server.process_env(), cwd=server.cwd, cache_path=self._cache_path
+            )
+        else:
+            headers = server.headers + (server.auth.headers if server.auth is not None else ())
+            outcome = await probe_http(server.url, config, headers=headers, cache_path=self._cache_path)
+        if not isinstance(outcome, ProbeDone):
+            raise McpCallError({"code": -32603, "message": f"server {server.name!r}: {outcome.reason}"})
+        return outcome.era, outcome.revision
+
+    def _forget_era(self, server: UpstreamServer) -> None:
+        cache = load_era_cache(self._cache_path)
+        if cache.invalidate(_era_key(server)):
+            save_era_cache(self._cache_path, cache)
