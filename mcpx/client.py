@@ -98,6 +98,24 @@ def _describe(error: Mapping[str, Any]) -> str:
     return text
 
 
+def _unanswered(key: str, method: object, refusal: McpCallError) -> dict[str, Any]:
+    """The error of a 2026-07-28 call whose input round the client could not complete."""
+    asked = f" ({method})" if isinstance(method, str) else ""
+    data: dict[str, Any] = {"inputKey": key}
+    if isinstance(method, str):
+        data["method"] = method
+    if refusal.data is not None:
+        data["reason"] = refusal.data
+    return {
+        "code": refusal.code,
+        "message": (
+            f"the client did not answer the server's question {key!r}{asked}: {refusal.message}; "
+            "the call was not retried (2026-07-28 asks for every requested input before a retry)"
+        ),
+        "data": data,
+    }
+
+
 class McpCallError(Exception):
     """The server answered a call with a JSON-RPC error (or the connection failed it)."""
 
@@ -138,7 +156,8 @@ class Client:
         self._tg = tg
         self._resolver = resolver
         self._pending: dict[int, _Pending] = {}
-        self._answering: dict[Any, anyio.CancelScope] = {}
+        self._answering: dict[Any, anyio.CancelScope] = {}  # legacy server requests being answered
+        self._rounds: dict[int, anyio.CancelScope] = {}  # 2026-07-28 input rounds being answered, by handle
         self._progress: dict[int, Callable[[Progress], None]] = {}
         self.notifications: deque[ServerNotification] = deque(maxlen=1000)
         self.ready = anyio.Event()
@@ -151,7 +170,9 @@ class Client:
         self._lists: dict[str, list[Any]] = {}  # cached_list: method -> items
         self._list_generation = 0  # bumped by every list_changed
         self._discovered: Mapping[str, Any] | None = None  # 2026-07-28 capabilities (server/discover)
-        self._subscribed: set[str] = set()  # 2026-07-28: resource URIs in the listen filter
+        # Subscribed resource URIs: 2026-07-28 puts them in the listen filter; legacy re-sends
+        # them to a renewed HTTP session.
+        self._subscribed: set[str] = set()
         self._listening = False
         self._listen_wake = anyio.Event()
         # Streamable HTTP, legacy: the server forgot the session (404); ``renew`` opens a new one.
@@ -217,6 +238,9 @@ class Client:
         finally:
             self._pending.pop(handle, None)
             self._progress.pop(handle, None)
+            answering = self._rounds.pop(handle, None)
+            if answering is not None:  # the caller gave up during an input round: stop asking
+                answering.cancel()
         outcome = pending.outcome
         if (
             isinstance(outcome, Failed)
@@ -317,19 +341,40 @@ class Client:
         return self._discovered
 
     async def subscribe(self, uri: str) -> None:
-        """Updates of resource ``uri``: ``resources/subscribe`` (legacy), or the listen filter (2026-07-28)."""
+        """Updates of resource ``uri``: ``resources/subscribe`` (legacy), or the listen filter (2026-07-28).
+
+        Legacy subscriptions are remembered and sent again to a session that
+        replaces an expired one (``resubscribe``).
+        """
         if not self.session.modern:
             await self.request("resources/subscribe", {"uri": uri})
+            self._subscribed.add(uri)
             return
         self._subscribed.add(uri)
         self._listen_wake.set()
 
     async def unsubscribe(self, uri: str) -> None:
         if not self.session.modern:
+            self._subscribed.discard(uri)
             await self.request("resources/unsubscribe", {"uri": uri})
             return
         self._subscribed.discard(uri)
         self._listen_wake.set()
+
+    async def resubscribe(self) -> None:
+        """Legacy: send ``resources/subscribe`` again for every URI subscribed (a renewed session knows none).
+
+        A URI the new session refuses is forgotten; a session that expires
+        again meanwhile keeps the rest for its own renewal.
+        """
+        for uri in sorted(self._subscribed):
+            if self.expired:
+                return
+            try:
+                await self.request("resources/subscribe", {"uri": uri}, retry=False)
+            except McpCallError:
+                if not self.expired:
+                    self._subscribed.discard(uri)
 
     async def start_listening(self) -> None:
         """2026-07-28: keep one ``subscriptions/listen`` open, reopened when it ends or its filter changes.
@@ -360,8 +405,14 @@ class Client:
             wanted["resourceSubscriptions"] = sorted(self._subscribed)
         return wanted
 
+    # A listen the server ends sooner than this counts as a failure for the back-off:
+    # a server that answers every listen at once must not be asked again at once.
+    listen_quick = 5.0
+    listen_delays = (1.0, 30.0)  # the first wait after a failure, and the longest
+
     async def _listen_loop(self, caps: Mapping[str, Any]) -> None:
-        delay = 1.0
+        first, longest = self.listen_delays
+        delay = first
         while not self.session.closed:
             wake = self._listen_wake = anyio.Event()
             wanted = self._listen_filter(caps)
@@ -373,6 +424,7 @@ class Client:
             except LocalProtocolError:
                 return  # the connection ended
             pending = self._pending[handle] = _Pending()
+            opened = anyio.current_time()
             await self._flush()
             async with anyio.create_task_group() as tg:
 
@@ -386,11 +438,16 @@ class Client:
             if pending.outcome is None:  # the filter changed: this stream goes, a new one opens
                 self.session.cancel(handle, "the subscription filter changed")
                 await self._flush()
-            elif isinstance(pending.outcome, Completed):
-                delay = 1.0  # the server ended it gracefully: reopen at once
+            elif (
+                isinstance(pending.outcome, Completed) and anyio.current_time() - opened >= self.listen_quick
+            ):
+                delay = first  # the server ended a stream that lasted: reopen at once
             elif not self.session.closed:
-                await anyio.sleep(delay)  # refused or dropped: try again, less often each time
-                delay = min(delay * 2, 30.0)
+                # Refused, dropped, or ended at once: try again, less often each time
+                # (sooner if the filter changes meanwhile).
+                with anyio.move_on_after(delay):
+                    await wake.wait()
+                delay = min(delay * 2, longest)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         return await self.request("tools/call", {"name": name, "arguments": dict(arguments or {})})
@@ -422,7 +479,9 @@ class Client:
                 pending.outcome = action
                 pending.event.set()
         elif isinstance(action, InputRequired):
-            self._tg.start_soon(self._resolve_round, action)
+            scope = anyio.CancelScope()
+            self._rounds[action.handle] = scope
+            self._tg.start_soon(self._resolve_round, action, scope)
         elif isinstance(action, ServerRequest):
             scope = anyio.CancelScope()
             self._answering[action.request_id] = scope
@@ -450,39 +509,77 @@ class Client:
             self.init_error = action.error
             self.ready.set()  # initialize failed: wake whoever waits for Ready
 
-    async def _answer(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def _answer(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The resolver's answer to one question, whichever era asked it; else ``McpCallError``.
+
+        The one place both eras' questions are answered: no resolver is
+        ``-32601``; a resolver that raises ``McpCallError`` refuses with that
+        error; any other exception (a bug in the resolver), or an answer that
+        is not an object, is ``-32603`` naming it.  Cancellation passes through.
+        """
         if self._resolver is None:
             raise McpCallError({"code": -32601, "message": f"this client cannot answer {method}"})
-        return await self._resolver(method, params)
+        try:
+            result = await self._resolver(method, params)
+        except McpCallError:
+            raise
+        except Exception as exc:  # the resolver broke: an error for whoever asked, not a dead connection
+            raise McpCallError(
+                {
+                    "code": -32603,
+                    "message": f"the client's resolver raised {type(exc).__name__}: {exc}",
+                }
+            ) from exc
+        if not isinstance(result, Mapping):
+            raise McpCallError(
+                {"code": -32603, "message": f"the client's answer to {method} is not an object"}
+            )
+        return dict(result)
 
     async def _resolve_request(self, request: ServerRequest, scope: anyio.CancelScope) -> None:
+        """Legacy: answer a server request; withdrawn (``scope`` cancelled) means nothing is sent."""
         with scope:
             try:
                 result = await self._answer(request.method, request.params)
             except McpCallError as exc:
                 self.session.answer_error(request.request_id, exc.code, exc.message, exc.data)
-            except Exception as exc:  # the resolver broke: the server gets an error, not silence
-                self.session.answer_error(request.request_id, -32603, f"the client could not answer: {exc}")
             else:
                 self.session.answer(request.request_id, result)
             await self._flush()
         if request.request_id in self._answering:
             del self._answering[request.request_id]
 
-    async def _resolve_round(self, round_: InputRequired) -> None:
+    async def _resolve_round(self, round_: InputRequired, scope: anyio.CancelScope) -> None:
+        """2026-07-28: answer every question of an input round, then send the retry.
+
+        The spec asks for every requested input before a retry, so the first
+        question the resolver does not answer ends the call (the rest are not
+        asked) with an error naming its key.  When the caller gave up
+        meanwhile (timeout, cancellation, the connection ended), ``scope`` is
+        cancelled and nothing is sent.
+        """
+        handle = round_.handle
         responses: dict[str, Any] = {}
-        for key, item in round_.input_requests.items():
-            method = item.get("method") if isinstance(item, Mapping) else None
-            params = item.get("params") if isinstance(item, Mapping) else None
-            if not isinstance(method, str):
-                continue  # nothing we can answer; the server asks again or gives up
-            try:
-                responses[key] = dict(
-                    await self._answer(method, params if isinstance(params, Mapping) else {})
-                )
-            except McpCallError:
-                continue
-        self.session.resume(round_.handle, responses, request_state=round_.request_state)
+        refused: dict[str, Any] | None = None
+        with scope:
+            for key, item in round_.input_requests.items():
+                method = item.get("method") if isinstance(item, Mapping) else None
+                params = item.get("params") if isinstance(item, Mapping) else None
+                try:
+                    if not isinstance(method, str):
+                        raise McpCallError({"code": -32603, "message": "the question names no method"})
+                    responses[key] = await self._answer(method, params if isinstance(params, Mapping) else {})
+                except McpCallError as exc:
+                    refused = _unanswered(key, method, exc)
+                    break
+        if self._rounds.get(handle) is scope:
+            del self._rounds[handle]
+        if scope.cancel_called or not self.session.awaiting_answers(handle):
+            return  # the caller gave up, or the call ended: nobody waits for a retry
+        if refused is not None:
+            self.session.refuse_round(handle, refused)
+        else:
+            self.session.resume(handle, responses, request_state=round_.request_state)
         await self._flush()
 
     async def _read(self, stream: anyio.abc.ByteReceiveStream, max_line: int) -> None:
@@ -522,11 +619,16 @@ async def connect_stdio(
     start_timeout: float = 30.0,
     call_timeout: float = 120.0,
     shutdown_grace: float = 2.0,
+    answer_modern_requests: bool = False,
+    max_rounds: int = 8,
 ) -> AsyncIterator[Client]:
     """Spawn ``argv`` (no shell) and talk MCP to it over its stdin and stdout.
 
     ``modern`` speaks 2026-07-28 (no handshake); otherwise ``initialize``
     offers ``offer`` (the newest legacy revision by default).
+    ``answer_modern_requests`` answers requests a 2026-07-28 server sends
+    anyway (that revision has none; by default they are dropped), under the
+    legacy rules; ``max_rounds`` bounds the ``input_required`` rounds of one call.
     """
     session = ClientSession(
         client_info=client_info or CLIENT_INFO,
@@ -534,6 +636,8 @@ async def connect_stdio(
         modern=modern,
         offer=offer,
         newline=True,
+        answer_modern_requests=answer_modern_requests,
+        max_rounds=max_rounds,
     )
     full_env = {**os.environ, **env} if env is not None else None
     process = await anyio.open_process(list(argv), env=full_env, cwd=cwd)
@@ -697,6 +801,8 @@ async def connect_http(
     auth: UpstreamAuth | None = None,
     start_timeout: float = 30.0,
     call_timeout: float = 120.0,
+    answer_modern_requests: bool = False,
+    max_rounds: int = 8,
 ) -> AsyncIterator[Client]:
     """Talk MCP to the Streamable HTTP endpoint ``url`` (``headers`` for auth, on every request).
 
@@ -706,6 +812,7 @@ async def connect_http(
     ``auth`` (``mcpx.config.parse_auth``) adds its headers and query
     parameters to every request of the connection — POST, GET stream, DELETE;
     a ``type: env`` auth is for spawned servers and refused here.
+    ``answer_modern_requests`` and ``max_rounds`` are as for ``connect_stdio``.
     """
     if auth is not None and auth.transport != "http":
         raise ValueError(f"auth type {auth.type} is for spawned (command) servers, not for {url}")
@@ -720,6 +827,8 @@ async def connect_http(
             modern=modern,
             offer=offer,
             stream_per_request=True,
+            answer_modern_requests=answer_modern_requests,
+            max_rounds=max_rounds,
         )
 
     session = session_for()
@@ -769,6 +878,7 @@ async def connect_http(
             if failure is not None:
                 client.expired = True  # try again on the next request
                 raise failure
+            await client.resubscribe()  # the new session knows none of the old one's subscriptions
 
         if not modern:
             client.renew = renew
@@ -799,6 +909,8 @@ async def connect_sse(
     auth: UpstreamAuth | None = None,
     start_timeout: float = 30.0,
     call_timeout: float = 120.0,
+    answer_modern_requests: bool = False,
+    max_rounds: int = 8,
 ) -> AsyncIterator[Client]:
     """Talk MCP to a 2024-11-05 server over its HTTP+SSE transport; ``url`` is its SSE endpoint (often /sse).
 
@@ -811,6 +923,9 @@ async def connect_sse(
     Closing the client closes the stream, which ends the session on the server.
     ``auth`` adds its headers to the GET and every POST; query-string auth
     is refused here, since the POST URL is the server's to name.
+    ``answer_modern_requests`` and ``max_rounds`` are taken for a signature
+    like ``connect_stdio``'s; a session over this transport is never
+    2026-07-28, so neither changes anything here.
     """
     if auth is not None and (auth.transport != "http" or auth.query):
         raise ValueError(
@@ -818,7 +933,13 @@ async def connect_sse(
             "use bearer, basic or header auth"
         )
     extra = (*headers, *(auth.headers if auth is not None else ()))
-    session = ClientSession(client_info=client_info or CLIENT_INFO, capabilities=capabilities, offer=offer)
+    session = ClientSession(
+        client_info=client_info or CLIENT_INFO,
+        capabilities=capabilities,
+        offer=offer,
+        answer_modern_requests=answer_modern_requests,
+        max_rounds=max_rounds,
+    )
     config = SseClientConfig(url=url, headers=extra, endpoint_timeout=start_timeout)
     sse = SseClientConnection(config)
     failure: McpCallError | None = None

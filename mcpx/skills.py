@@ -482,11 +482,10 @@ async def skills_declared(client: Client) -> bool:
     """Whether the server declared ``io.modelcontextprotocol/skills``.
 
     Legacy sessions know from ``initialize``; a 2026-07-28 session asks
-    ``server/discover`` (one request, no skill file is read).
+    ``server/discover`` once per connection (``Client.server_capabilities``
+    keeps the answer), and no skill file is read.
     """
-    caps: Any = client.session.server_capabilities
-    if client.session.modern and not caps:
-        caps = (await client.request("server/discover")).get("capabilities")
+    caps: Any = await client.server_capabilities()
     extensions = caps.get("extensions") if isinstance(caps, Mapping) else None
     return isinstance(extensions, Mapping) and isinstance(extensions.get(EXTENSION_ID), Mapping)
 

@@ -98,5 +98,5 @@ def pytest_terminal_summary(terminalreporter):  # type: ignore[no-untyped-def]
         f"schema sweep: {sum(counts.values())} frames validated in strict mode, {violations} violations "
         f"({parts}); "
         f"{exempt} id-null error frames checked with the JSON-RPC 2.0 reading; "
-        f"{generic} client requests for methods no schema defines (generic requests) not checked"
+        f"{generic} client frames no schema describes (generic requests, lenient answers) not checked"
     )

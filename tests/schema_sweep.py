@@ -298,6 +298,10 @@ class SchemaSweep:
         """
         defs = self.definitions(revision)
         key = f"client {revision}"
+        if revision == "2026-07-28" and "method" not in frame:
+            # 2026-07-28 has no server requests: an answer to one (spec.lenient) has no schema.
+            self.exemptions[key] += 1
+            return
         if "method" in frame:
             union = "ClientRequest" if "id" in frame else "ClientNotification"
             name = self._union_member(revision, union, frame["method"])

@@ -24,7 +24,8 @@ The mirror image of ``_session`` (seed §4; digest §3, §5, §11–12):
   exactly as received.  A server request the client did not declare the
   capability for, or that its revision lacks, is answered ``-32601`` here.
   A request from a 2026-07-28 server is not answered at all (that revision
-  has no server-to-client requests) unless ``answer_modern_requests``.
+  has no server-to-client requests) unless ``answer_modern_requests``; then
+  the answer carries ``resultType: "complete"``, as every 2026-07-28 result must.
 * **Results are terminal unless they say otherwise.**  A missing
   ``resultType`` (every legacy server) is ``"complete"``; an unknown one is a
   failure of that call, never a guess.
@@ -36,8 +37,8 @@ The mirror image of ``_session`` (seed §4; digest §3, §5, §11–12):
   connection; reports for a call that has ended, or that do not increase,
   are dropped.
 
-Inputs: ``start``, ``request``, ``resume``, ``cancel``, ``answer``,
-``answer_error``, ``notify``, ``receive_json``, ``receive_eof``.  Outputs:
+Inputs: ``start``, ``request``, ``resume``, ``refuse_round``, ``cancel``,
+``answer``, ``answer_error``, ``notify``, ``receive_json``, ``receive_eof``.  Outputs:
 ``next_actions()`` after each.
 """
 
@@ -346,6 +347,28 @@ class ClientSession:
         call.sent = params
         self._send_request(call.method, params, handle=handle)
 
+    def awaiting_answers(self, handle: int) -> bool:
+        """Whether call ``handle`` is open and waits for ``resume`` (or ``refuse_round``).
+
+        False once the call was cancelled, ended with the connection, or resumed.
+        """
+        call = self._calls.get(handle)
+        return call is not None and not call.waiting
+
+    def refuse_round(self, handle: int, error: Mapping[str, Any]) -> None:
+        """The application cannot answer an ``InputRequired``: the call ends with ``Failed(error)``.
+
+        2026-07-28 asks a client to produce every requested input before it
+        retries, and an ``inputResponses`` value is a result (there is no
+        error shape for one key), so an unanswered question ends the call
+        instead of a retry that lacks it.  Nothing goes on the wire: the
+        server's request already ended with its ``input_required`` result.
+        """
+        if not self.awaiting_answers(handle):
+            raise LocalProtocolError(f"call {handle} is not waiting for answers")
+        self._end(handle)
+        self._actions.append(Failed(handle=handle, error=dict(error)))
+
     def cancel(self, handle: int, reason: str | None = None) -> None:
         """The caller gave up on ``handle``: tell the server; nothing more is reported for it."""
         wire_ids = [rid for rid, h in self._by_id.items() if h == handle]
@@ -367,7 +390,7 @@ class ClientSession:
         """Answer a ``ServerRequest`` (dropped if the server withdrew it meanwhile)."""
         if request_id in self._server_requests:
             self._server_requests.discard(request_id)
-            self._emit(Response(id=request_id, result=dict(result)).to_obj())
+            self._emit(Response(id=request_id, result=self._result(result)).to_obj())
 
     def answer_error(self, request_id: RequestId, code: int, message: str, data: Any = None) -> None:
         if request_id in self._server_requests:
@@ -434,6 +457,13 @@ class ClientSession:
         if meta:
             params["_meta"] = meta
         return params
+
+    def _result(self, result: Mapping[str, Any]) -> dict[str, Any]:
+        """An answer to a server request: 2026-07-28 requires ``resultType`` on every result."""
+        answer = dict(result)
+        if self.modern:
+            answer.setdefault("resultType", "complete")
+        return answer
 
     def _send_request(self, method: str, params: Mapping[str, Any], *, handle: int | None) -> int:
         request_id = next(self._ids)
@@ -567,7 +597,7 @@ class ClientSession:
             self._trace("modern-server-request-ignored", method=req.method)
             return  # 2026-07-28 has no server-to-client requests: not answered
         if req.method == "ping":
-            self._emit(Response(id=req.id, result={}).to_obj())
+            self._emit(Response(id=req.id, result=self._result({})).to_obj())
             return
         rev = self._state.revision or NEWEST_LEGACY
         rule = method_rule(req.method, sender=Sender.SERVER)

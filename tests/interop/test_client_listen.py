@@ -11,14 +11,15 @@ and what it subscribed to, and reopens it when that changes.
 
 from __future__ import annotations
 
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
 import pytest
 
-from mcpx.client import Client, connect_http
+from mcpx.client import Client, connect_http, connect_stdio
 from mcpx.drivers import serve_http
 from mcpx.server import Server
 
@@ -51,8 +52,8 @@ def build() -> Server:
     return server
 
 
-@pytest.fixture
-def url() -> Iterator[str]:
+def serve(port: int = 0) -> tuple[str, Callable[[], None]]:
+    """A fresh server in a thread: its URL, and what stops it."""
     stop, bound = threading.Event(), threading.Event()
     urls: list[str] = []
 
@@ -61,13 +62,23 @@ def url() -> Iterator[str]:
         bound.set()
 
     thread = threading.Thread(
-        target=serve_http, args=(build(),), kwargs={"port": 0, "ready": ready, "stop": stop}, daemon=True
+        target=serve_http, args=(build(),), kwargs={"port": port, "ready": ready, "stop": stop}, daemon=True
     )
     thread.start()
     assert bound.wait(20), "the server did not start"
-    yield urls[0]
-    stop.set()
-    thread.join(10)
+
+    def halt() -> None:
+        stop.set()
+        thread.join(10)
+
+    return urls[0], halt
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    found, halt = serve()
+    yield found
+    halt()
 
 
 async def heard(client: Client, method: str, **params: Any) -> dict[str, Any]:
@@ -104,3 +115,63 @@ def test_list_changed_drops_the_cache_and_updates_arrive(url: str, modern: bool)
             await heard(client, "notifications/resources/updated", uri="note://a")
 
     anyio.run(main)
+
+
+def test_legacy_subscriptions_are_sent_again_to_a_renewed_session() -> None:
+    """The server restarts and forgets the session: the new one is subscribed to what the old one was."""
+    first, halt = serve()
+    port = int(first.split(":")[2].split("/")[0])
+    halts = [halt]
+
+    async def main() -> None:
+        async with connect_http(first) as client:
+            await client.subscribe("note://a")
+            await client.call_tool("touch", {"uri": "note://a"})
+            await heard(client, "notifications/resources/updated", uri="note://a")
+            old = client.session
+            halts[0]()
+            _, again = await anyio.to_thread.run_sync(serve, port)
+            halts.append(again)
+            # 404 for the old session id: a new session, subscribed again, then the call once more.
+            await client.call_tool("touch", {"uri": "note://a"})
+            assert client.session is not old
+            await heard(client, "notifications/resources/updated", uri="note://a")
+
+    try:
+        anyio.run(main)
+    finally:
+        for stop in halts:
+            stop()
+
+
+# A 2026-07-28 server that ends every listen with a result at once, counting them on stderr.
+QUICK_LISTENS = r"""
+import json, sys
+n = 0
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg or "method" not in msg:
+        continue
+    if msg["method"] == "server/discover":
+        result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {"listChanged": True}}}
+    elif msg["method"] == "subscriptions/listen":
+        n += 1
+        sys.stderr.write(f"listen {n}\n"); sys.stderr.flush()
+        result = {"resultType": "complete"}
+    else:
+        result = {"resultType": "complete"}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}) + "\n"); sys.stdout.flush()
+"""
+
+
+def test_a_listen_ended_at_once_is_reopened_after_a_growing_delay() -> None:
+    """Never a hot loop: a server that ends each listen at once is asked again after 1 s, then 2 s, ..."""
+
+    async def main() -> int:
+        async with connect_stdio([sys.executable, "-c", QUICK_LISTENS], modern=True) as client:
+            await client.start_listening()
+            await anyio.sleep(1.6)
+            return client.stderr.decode().count("listen ")
+
+    listens = anyio.run(main)
+    assert listens in (1, 2), listens  # at 0 s and after 1 s; the next waits 2 s (a hot loop: hundreds)

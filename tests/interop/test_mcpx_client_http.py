@@ -64,6 +64,18 @@ def test_connect_http_talks_to_mcpx_demo(demo_url: str, revision: str) -> None:
     anyio.run(main)
 
 
+def test_max_rounds_reaches_the_session_through_connect_http(demo_url: str) -> None:
+    async def main() -> None:
+        async with connect_http(
+            demo_url, modern=True, capabilities={"elicitation": {}}, resolver=answer, max_rounds=0
+        ) as client:
+            with pytest.raises(McpCallError, match="more than 0 rounds"):
+                await client.call_tool("ask_name")
+            assert (await client.call_tool("echo", {"text": "next"}))["content"][0]["text"] == "next"
+
+    anyio.run(main)
+
+
 def test_cancelling_an_http_call_frees_the_server(demo_url: str) -> None:
     async def main() -> None:
         async with connect_http(demo_url, modern=True) as client:

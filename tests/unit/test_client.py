@@ -135,6 +135,40 @@ def test_input_required_rounds_keep_the_handle_use_fresh_ids_and_echo_the_state(
     assert only(c.next_actions(), Completed).handle == handle
 
 
+def asking(c: ClientSession, request_id: Any) -> None:
+    question = {"q": {"method": "roots/list", "params": {}}}
+    c.receive_json(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {"resultType": "input_required", "inputRequests": question},
+        }
+    )
+
+
+def test_a_round_can_be_refused_and_a_call_that_ended_takes_no_answers() -> None:
+    c = ClientSession(client_info=INFO, capabilities={"roots": {}}, modern=True)
+    handle = c.request("tools/call", {"name": "t"})
+    assert not c.awaiting_answers(handle)  # in flight, not waiting on the application
+    asking(c, frames(c.next_actions())[0]["id"])
+    only(c.next_actions(), InputRequired)
+    assert c.awaiting_answers(handle)
+    error = {"code": -32601, "message": "the client did not answer the server's question 'q'"}
+    c.refuse_round(handle, error)
+    assert c.next_actions() == [Failed(handle=handle, error=error)]  # and nothing on the wire
+    assert not c.awaiting_answers(handle) and c.in_flight == 0
+    with pytest.raises(LocalProtocolError, match="not waiting for answers"):
+        c.resume(handle, {"q": {"roots": []}})
+    # A call cancelled while the application answers: nothing in flight, nothing sent, no resume.
+    other = c.request("tools/call", {"name": "t"})
+    asking(c, frames(c.next_actions())[0]["id"])
+    c.next_actions()
+    c.cancel(other, "the caller gave up")
+    assert c.next_actions() == [] and not c.awaiting_answers(other)
+    with pytest.raises(LocalProtocolError, match="not waiting for answers"):
+        c.refuse_round(other, error)
+
+
 def unsupported(request_id: Any, supported: list[str]) -> dict[str, Any]:
     data = {"supported": supported, "requested": "2026-07-28"}
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32022, "message": "no", "data": data}}
@@ -218,6 +252,22 @@ def test_a_modern_server_request_is_not_answered() -> None:
     c = ClientSession(client_info=INFO, capabilities={"roots": {}}, modern=True)
     c.receive_json({"jsonrpc": "2.0", "id": 1, "method": "roots/list"})
     assert c.next_actions() == []
+
+
+def test_a_modern_server_request_is_answered_when_asked_to_and_as_a_2026_result() -> None:
+    """``answer_modern_requests``: the legacy rules, and ``resultType`` as 2026-07-28 requires of a result."""
+    c = ClientSession(client_info=INFO, capabilities={"roots": {}}, modern=True, answer_modern_requests=True)
+    c.receive_json({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert frames(c.next_actions()) == [{"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete"}}]
+    c.receive_json({"jsonrpc": "2.0", "id": 2, "method": "sampling/createMessage", "params": {}})
+    (refused,) = frames(c.next_actions())
+    assert refused["error"]["code"] == -32601  # not declared
+    c.receive_json({"jsonrpc": "2.0", "id": 3, "method": "roots/list"})
+    assert only(c.next_actions(), ServerRequest).method == "roots/list"
+    c.answer(3, {"roots": []})
+    assert frames(c.next_actions()) == [
+        {"jsonrpc": "2.0", "id": 3, "result": {"roots": [], "resultType": "complete"}}
+    ]
 
 
 def test_progress_is_the_sessions_own_token_never_backwards_and_not_after_the_end() -> None:

@@ -29,6 +29,7 @@ from mcpx.skills import (
     load_skill,
     parse_frontmatter,
     parse_skill_entry,
+    skills_declared,
     split_skill_uri,
     verify_file,
 )
@@ -310,8 +311,10 @@ class ScriptedServer:
         self.caps = caps
         self.session = SimpleNamespace(server_capabilities={} if modern else caps, modern=modern)
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
+        self._discovered: Mapping[str, Any] | None = None
 
     list_all = Client.list_all
+    server_capabilities = Client.server_capabilities
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         params = params or {}
@@ -378,6 +381,18 @@ def test_a_modern_session_learns_the_declaration_from_discover() -> None:
     server = ScriptedServer({}, [raw_entry()], modern=True)
     assert [e.uri for e in run(list_skills, server.client())] == [SKILL_URI]
     assert [m for m, _ in server.calls] == ["server/discover", "skills/list"]
+
+
+def test_a_modern_session_asks_discover_once_per_connection() -> None:
+    server = ScriptedServer({}, [raw_entry()], modern=True)
+
+    async def main() -> None:
+        assert await skills_declared(server.client())
+        assert [e.uri for e in await list_skills(server.client())] == [SKILL_URI]
+        assert [e.uri for e in await list_skills(server.client())] == [SKILL_URI]
+
+    anyio.run(main)
+    assert [m for m, _ in server.calls] == ["server/discover", "skills/list", "skills/list"]
 
 
 def test_loading_reads_skill_md_only_and_other_files_on_demand_verified() -> None:
