@@ -47,18 +47,14 @@ from .core._client import (
     ServerRequestCancelled,
 )
 from .core._framing import DEFAULT_MAX_LINE, Line, LineReader, LineTooLong
-from .core._http import CloseConnection, SendBytes
 from .core._http_client import (
-    Closed,
     HttpClientConfig,
     HttpClientConnection,
-    JsonReceived,
-    OpenConnection,
-    SessionExpired,
     tool_header_params,
 )
 from .core._sse_client import SseClientConfig, SseClientConnection
 from .core._upstream_auth import UpstreamAuth
+from .drivers._http_transport import HttpTransport
 from .drivers._process import stop_process
 from .drivers._sse_transport import SseTransport
 
@@ -681,111 +677,35 @@ async def connect_stdio(
             await process.aclose()
 
 
-class _HttpTransport:
-    """Sockets for an ``HttpClientConnection``: it decides, this carries out (one lock, one loop)."""
+class _SessionReceiver:
+    """What the HTTP binding decodes, fed to a ``Client``'s session (see ``HttpTransport``)."""
 
-    def __init__(self, http: HttpClientConnection, tg: anyio.abc.TaskGroup) -> None:
-        self.http = http
-        self.tg = tg
+    def __init__(self) -> None:
         self.client: Client | None = None
-        self.streams: dict[int, anyio.abc.ByteStream] = {}
-        self.lock = anyio.Lock()
-        self.timer_changed = anyio.Event()
-        self.closed = anyio.Event()
 
-    async def send(self, action: Send) -> None:
-        self.http.send(action.payload, handle=action.stream, now=time.time())
-        await self.pump()
+    def json(self, message: Any, handle: int | None) -> None:
+        assert self.client is not None
+        self.client.session.receive_json(message)
 
-    async def abandon(self, handle: int) -> None:
-        self.http.abandon(handle)
-        await self.pump()
+    def closed(self) -> None:
+        assert self.client is not None
+        self.client.session.receive_eof()
 
-    async def pump(self) -> None:
-        """Carry out the binding's actions until it has none (feeding JSON to the session)."""
-        client = self.client
-        assert client is not None
-        while True:
-            actions = self.http.next_actions()
-            if not actions:
-                break
-            for action in actions:
-                if isinstance(action, OpenConnection):
-                    self.tg.start_soon(self._connect, action.conn)
-                elif isinstance(action, SendBytes):
-                    stream = self.streams.get(action.conn)
-                    if stream is not None:
-                        try:
-                            await stream.send(action.data)
-                        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                            self.http.connection_lost(action.conn, time.time())
-                elif isinstance(action, CloseConnection):
-                    stream = self.streams.pop(action.conn, None)
-                    if stream is not None:
-                        with contextlib.suppress(OSError, anyio.BrokenResourceError):
-                            await stream.aclose()
-                elif isinstance(action, JsonReceived):
-                    client.session.receive_json(action.message)
-                elif isinstance(action, Closed):
-                    client.session.receive_eof()
-                    self.closed.set()
-                elif isinstance(action, SessionExpired):
-                    # The session is gone: its calls fail; the next request opens a new one.
-                    client.expired = True
-                    client.session.receive_eof(
-                        f"the server ended session {action.session_id} (HTTP 404) before answering; "
-                        "mcpx opens a new session for the next request, so the call can be retried"
-                    )
-        self.timer_changed.set()
+    def expired(self, session_id: str) -> None:
+        # The session is gone: its calls fail; the next request opens a new one.
+        assert self.client is not None
+        self.client.expired = True
+        self.client.session.receive_eof(
+            f"the server ended session {session_id} (HTTP 404) before answering; "
+            "mcpx opens a new session for the next request, so the call can be retried"
+        )
 
-    async def _connect(self, conn: int) -> None:
-        config = self.http.config
-        try:
-            stream: anyio.abc.ByteStream
-            if config.tls:
-                stream = await anyio.connect_tcp(config.host, config.port, tls=True)
-            else:
-                stream = await anyio.connect_tcp(config.host, config.port)
-        except OSError:
-            async with self.lock:
-                self.http.connection_lost(conn, time.time())
-                await self._flush()
-            return
-        self.streams[conn] = stream
-        async with self.lock:
-            self.http.connection_made(conn, time.time())
-            await self._flush()
-        try:
-            async for data in stream:
-                async with self.lock:
-                    self.http.receive_data(conn, data, time.time())
-                    await self._flush()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            pass
-        if self.streams.pop(conn, None) is not None:
-            async with self.lock:
-                self.http.receive_data(conn, b"", time.time())
-                await self._flush()
 
-    async def _flush(self) -> None:
-        client = self.client
-        assert client is not None
-        await self.pump()
-        await client._flush_unlocked()
-
-    async def run_timer(self) -> None:
-        while True:
-            deadline = self.http.get_timer()
-            self.timer_changed = anyio.Event()
-            if deadline is None:
-                await self.timer_changed.wait()
-                continue
-            with anyio.move_on_after(max(0.0, deadline - time.time())):
-                await self.timer_changed.wait()
-            if time.time() >= deadline:
-                async with self.lock:
-                    self.http.handle_timer(time.time())
-                    await self._flush()
+def _http_transport(
+    http: HttpClientConnection, tg: anyio.abc.TaskGroup
+) -> tuple[HttpTransport, _SessionReceiver]:
+    receiver = _SessionReceiver()
+    return HttpTransport(http, tg, receiver), receiver
 
 
 @contextlib.asynccontextmanager
@@ -835,14 +755,18 @@ async def connect_http(
     http = HttpClientConnection(HttpClientConfig(url=target, modern=modern, headers=extra))
     failure: McpCallError | None = None
     async with anyio.create_task_group() as tg:
-        transport = _HttpTransport(http, tg)
+        transport, receiver = _http_transport(http, tg)
 
         async def never(_: bytes) -> None:
             raise AssertionError("an HTTP client sends whole Send actions")
 
-        client = Client(session, never, tg, resolver, send=transport.send, abandon=transport.abandon)
+        async def send(action: Send) -> None:
+            await transport.send(action.payload, action.stream)
+
+        client = Client(session, never, tg, resolver, send=send, abandon=transport.abandon)
         client.call_timeout = call_timeout
         client._lock = transport.lock  # one lock for the session and the binding
+        transport.after = client._flush_unlocked
 
         def on_tools(tools: list[Any]) -> list[Any]:
             kept = []
@@ -855,7 +779,7 @@ async def connect_http(
             return kept
 
         client._on_tools = on_tools
-        transport.client = client
+        receiver.client = client
         tg.start_soon(transport.run_timer)
 
         async def start_session() -> McpCallError | None:
@@ -865,7 +789,7 @@ async def connect_http(
                 # the session's GET stream; a server without one answers 405, which is fine.
                 async with transport.lock:
                     http.open_get_stream(time.time())
-                    await transport._flush()
+                    await transport.flush()
             return failure
 
         async def renew() -> None:

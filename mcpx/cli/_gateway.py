@@ -177,6 +177,47 @@ def register(app: typer.Typer) -> None:
             pass
 
     @app.command()
+    def serve(
+        transport: Annotated[str, typer.Option(help="stdio (the only one: see below).")] = "stdio",
+        config: ConfigOption = None,
+        loop: Annotated[str, typer.Option(help="asyncio, uvloop or trio.", envvar="MCPX_LOOP")] = "asyncio",
+        state: StateOption = None,
+    ) -> None:
+        """Be the gateway for an MCP host that spawns its servers: stdio relayed to the daemon's /mcp.
+
+        The daemon is started if none is running.  There is no HTTP form:
+        run `mcpx daemon --port N` and point the host at http://HOST:N/mcp.
+        """
+        if transport != "stdio":
+            typer.echo(
+                "mcpx: `mcpx serve` speaks stdio only; for HTTP run `mcpx daemon --port N` "
+                "(add --address 0.0.0.0 to leave loopback) and use http://HOST:N/mcp",
+                err=True,
+            )
+            raise typer.Exit(2)
+        if loop not in ("asyncio", "uvloop", "trio"):
+            raise typer.BadParameter("--loop must be asyncio, uvloop or trio")
+        import anyio
+
+        from ..drivers._stdio_streams import open_stdio
+        from ..gateway._shim import ensure_daemon, serve_shim
+
+        where = Path(_state(state, config))
+        try:
+            info = ensure_daemon(where, config=config)
+        except RuntimeError as exc:
+            typer.echo(f"mcpx: {exc}", err=True)
+            raise typer.Exit(2) from None
+        backend = "trio" if loop == "trio" else "asyncio"
+
+        async def main() -> None:
+            async with open_stdio(backend) as (reader, writer):
+                await serve_shim(str(info["mcp"]), reader, writer)
+
+        options: dict[str, object] = {"use_uvloop": True} if loop == "uvloop" else {}
+        anyio.run(main, backend=backend, backend_options=options)
+
+    @app.command()
     def servers(state: StateOption = None, as_json: JsonOption = False) -> None:
         """List the daemon's upstream servers and their pool state."""
         answer = _ask(_state(state), "GET", "/v1/servers")
