@@ -156,6 +156,7 @@ class Client:
         self._rounds: dict[int, anyio.CancelScope] = {}  # 2026-07-28 input rounds being answered, by handle
         self._progress: dict[int, Callable[[Progress], None]] = {}
         self.notifications: deque[ServerNotification] = deque(maxlen=1000)
+        self.on_notification: Callable[[ServerNotification], None] | None = None  # each one, as it arrives
         self.ready = anyio.Event()
         self.ready_info: Ready | None = None
         self.init_error: Mapping[str, Any] | None = None  # the server's answer when initialize failed
@@ -190,8 +191,12 @@ class Client:
         on_progress: Callable[[Progress], None] | None = None,
         timeout: float | None = None,
         retry: bool = True,
+        log_level: str | None = None,
     ) -> Mapping[str, Any]:
         """Any request; its result, or ``McpCallError``.
+
+        ``log_level`` is the 2026-07-28 per-request level (ignored by legacy
+        sessions, whose level is set once with ``logging/setLevel``).
 
         Cancelling the caller cancels upstream.  ``timeout`` (default: the
         client's ``call_timeout``; a caller may lower it, never raise it)
@@ -206,7 +211,8 @@ class Client:
                 if self.expired:  # not renewed by a request that waited on the same lock
                     await self.renew()
         try:
-            handle = self.session.request(method, params, progress=on_progress is not None)
+            level = log_level if self.session.modern else None
+            handle = self.session.request(method, params, progress=on_progress is not None, log_level=level)
         except LocalProtocolError as exc:
             raise McpCallError({"code": -32603, "message": f"{exc}; {self._gone()}"}) from None
         pending = self._pending[handle] = _Pending()
@@ -246,7 +252,9 @@ class Client:
         ):
             # The server forgot the session and did not process this request:
             # a new session, and the same request once more.
-            return await self.request(method, params, on_progress=on_progress, timeout=timeout, retry=False)
+            return await self.request(
+                method, params, on_progress=on_progress, timeout=timeout, retry=False, log_level=log_level
+            )
         if isinstance(outcome, Failed):
             if self.session.closed:
                 error = dict(outcome.error)
@@ -493,6 +501,8 @@ class Client:
         elif isinstance(action, ServerNotification):
             self._list_changed(action.method)
             self.notifications.append(action)
+            if self.on_notification is not None:
+                self.on_notification(action)
         elif isinstance(action, Ready):
             self.ready_info = action
             self.ready.set()

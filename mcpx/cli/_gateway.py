@@ -155,10 +155,11 @@ def register(app: typer.Typer) -> None:
         )
         for warning in loaded.warnings:
             typer.echo(f"mcpx: warning: {warning}", err=True)
-        if not (loaded.found and loaded.servers):
-            where = loaded.path or "no configuration file"
+        if not loaded.found:
             typer.echo(
-                f"mcpx: {where} names no servers; serving the built-in demo server as 'demo'", err=True
+                f"mcpx: no configuration file at {loaded.path}; serving the built-in default: "
+                "mcpx's demo server as 'demo'",
+                err=True,
             )
 
         def ready(urls: list[str]) -> None:

@@ -36,6 +36,7 @@ anything else is JSON when it starts with ``{``.
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -187,6 +188,9 @@ def parse_config(
             )
             if server is not None:
                 servers[name] = server
+    if not server_tables and not (found and text is not None):
+        # No file (or one without servers): mcpx's own demo server, so the daemon has something to serve.
+        servers = builtin_servers()
     try:
         settings = resolve_settings(
             file_values,
@@ -218,3 +222,8 @@ def parse_config(
         settings=settings,
         warnings=tuple(warnings),
     )
+
+
+def builtin_servers() -> dict[str, UpstreamServer]:
+    """The servers of the built-in default: mcpx's demo server (this interpreter) as ``demo``."""
+    return {"demo": UpstreamServer(name="demo", command=sys.executable, args=("-m", "mcpx", "demo"))}

@@ -82,6 +82,9 @@ class RequestContext:
     log_level: str | None = None
     progress_token: str | int | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    identity: str | None = None
+    """Who the request is from, as the transport knows it (``session:<id>`` for a legacy HTTP
+    session; ``connection`` on stdio; the requester's credentials, or ``anonymous``, for 2026-07-28)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

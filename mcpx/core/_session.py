@@ -1461,6 +1461,7 @@ class ServerSession:
                 log_level=judged.log_level if judged.modern else self._log_level,
                 progress_token=rec.progress_token,
                 meta=meta,
+                identity=self._identity,
             )
             self._actions.append(
                 HandleRequest(token=token, method=req.method, params=req.params or {}, context=context)

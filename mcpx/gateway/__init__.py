@@ -5,8 +5,8 @@
 ``mcpx.core`` (``GatewaySurface``, ``Pool``).
 """
 
-from ._daemon import DAEMON_FILE, Ops, builtin_servers, run_daemon
+from ._daemon import DAEMON_FILE, Ops, run_daemon
 from ._server import GatewayServer
 from ._upstreams import Upstreams
 
-__all__ = ["DAEMON_FILE", "GatewayServer", "Ops", "Upstreams", "builtin_servers", "run_daemon"]
+__all__ = ["DAEMON_FILE", "GatewayServer", "Ops", "Upstreams", "run_daemon"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,15 +34,10 @@ from ..drivers._async import AppResponse
 from ._server import GatewayServer
 from ._upstreams import Upstreams
 
-__all__ = ["DAEMON_FILE", "Ops", "builtin_servers", "run_daemon"]
+__all__ = ["DAEMON_FILE", "Ops", "run_daemon"]
 
 DAEMON_FILE = "daemon.json"
 APP_PATHS = ("/v1/", "/health", "/openapi.json")
-
-
-def builtin_servers() -> dict[str, UpstreamServer]:
-    """The configuration used when there is no file: mcpx's own demo server as ``demo``."""
-    return {"demo": UpstreamServer(name="demo", command=sys.executable, args=("-m", "mcpx", "demo"))}
 
 
 class OpError(Exception):
@@ -288,7 +282,7 @@ def run_daemon(
     """Serve the gateway until interrupted, on ``transport.address:transport.port`` and ``<state>/mcpx.sock``."""
     settings = config.settings
     state = ensure_state_dir(settings.value("state.dir"))
-    servers = dict(config.servers) if config.found and config.servers else builtin_servers()
+    servers = dict(config.servers)
     passthrough = settings.names("mcp.passthrough")
     pool = PoolConfig(
         idle_timeout=settings.duration("pool.idleTimeout"),

@@ -12,6 +12,7 @@ that error.  In gateway mode mcpx's own tool list is fixed, so
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,6 +42,9 @@ _LISTS = {
     "resources/templates/list": "list_resource_templates",
 }
 _ROUTED = frozenset({"tools/call", "prompts/get", "resources/read"})
+_PASSED = frozenset(
+    {"resources/subscribe", "resources/unsubscribe", "completion/complete"}
+)  # pass-through only
 _GATEWAY_TOOLS = {str(tool["name"]): tool for tool in gateway_tools()}
 _NEEDS_CATALOGS = frozenset({"mcpx_servers", "mcpx_search", "mcpx_describe"})
 
@@ -78,12 +82,15 @@ class GatewayServer(Server):
     # -- what the session asks of a Server --------------------------------------------------
 
     def capabilities(self) -> dict[str, Any]:
-        return {
+        caps: dict[str, Any] = {
             "logging": {},
             "tools": {"listChanged": bool(self.passthrough)},
             "prompts": {"listChanged": False},
-            "resources": {"subscribe": False, "listChanged": False},
+            "resources": {"subscribe": bool(self.passthrough), "listChanged": False},
         }
+        if self.passthrough:  # subscriptions and completions go to the upstream that owns the name
+            caps["completions"] = {}
+        return caps
 
     def task_support(self, tool: str) -> str | None:
         return None  # the gateway runs no call as a task yet
@@ -92,11 +99,11 @@ class GatewayServer(Server):
         return {}
 
     def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Call | Outcome:
-        if method not in _LISTS and method not in _ROUTED:
+        if method not in _LISTS and method not in _ROUTED and not (method in _PASSED and self.passthrough):
             return super().route(method, params, context)
 
         async def serve(ctx: Context) -> Outcome:
-            return await self._serve(method, params, context.revision, ctx)
+            return await self._serve(method, params, context, ctx)
 
         return Call(
             fn=serve,
@@ -110,9 +117,19 @@ class GatewayServer(Server):
     # -- answering -------------------------------------------------------------------------------
 
     async def _serve(
-        self, method: str, params: Mapping[str, Any], revision: Revision, ctx: Context
+        self, method: str, params: Mapping[str, Any], context: RequestContext, ctx: Context
     ) -> Outcome:
-        surface = await self.surface(full=self._needs_catalogs(method, params))
+        key, per_request = scope_key(context)
+        try:
+            return await self._answer(method, params, context.revision, ctx, key)
+        finally:
+            if per_request:  # a 2026-07-28 request is its own scope: its instances go with it
+                self.upstreams.scope_ended(key)
+
+    async def _answer(
+        self, method: str, params: Mapping[str, Any], revision: Revision, ctx: Context, key: str
+    ) -> Outcome:
+        surface = await self.surface(full=self._needs_catalogs(method, params), scope_key=key)
         if method in _LISTS:
             page: Page | GatewayError = getattr(surface, _LISTS[method])(params.get("cursor"))
             return _outcome(page.result() if isinstance(page, Page) else page)
@@ -122,13 +139,15 @@ class GatewayServer(Server):
             )
         elif method == "prompts/get":
             decided = surface.get_prompt(params)
+        elif method == "completion/complete":
+            decided = _completion_route(surface, params)
         else:
             decided = surface.route_resource(params, method)
         if isinstance(decided, Route):
             result = await self.upstreams.request(
-                decided.server, decided.method, _upstream_params(decided.params)
+                decided.server, decided.method, _upstream_params(decided.params), host=ctx, scope_key=key
             )
-            return Outcome(result=dict(decided.finish(result)))
+            return Outcome(result=_relayed(decided.finish(result)))
         if isinstance(decided, Answer):
             return Outcome(result=dict(decided.result))
         if isinstance(decided, OwnResource):
@@ -140,8 +159,11 @@ class GatewayServer(Server):
             return True
         return method == "tools/call" and params.get("name") in _NEEDS_CATALOGS
 
-    async def surface(self, *, full: bool = True) -> GatewaySurface:
-        """The surface over the upstreams' catalogs; ``full=False`` skips starting them (gateway tools only)."""
+    async def surface(self, *, full: bool = True, scope_key: str | None = None) -> GatewaySurface:
+        """The surface over the upstreams' catalogs; ``full=False`` skips starting them (gateway tools only).
+
+        ``scope_key`` is the caller's identity, for servers scoped per connection.
+        """
         names = list(self.upstreams.servers)
         catalogs: dict[str, UpstreamCatalog] = {}
         if not full:
@@ -149,7 +171,7 @@ class GatewayServer(Server):
         else:
 
             async def fetch(name: str) -> None:
-                catalogs[name] = await self._catalog(name)
+                catalogs[name] = await self._catalog(name, scope_key)
 
             async with anyio.create_task_group() as tg:
                 for name in names:
@@ -158,9 +180,9 @@ class GatewayServer(Server):
             [catalogs[name] for name in names], cursor_key=self.cursor_key, passthrough=self.passthrough
         )
 
-    async def _catalog(self, name: str) -> UpstreamCatalog:
+    async def _catalog(self, name: str, scope_key: str | None) -> UpstreamCatalog:
         try:
-            found = await self.upstreams.catalog(name)
+            found = await self.upstreams.catalog(name, scope_key=scope_key)
         except McpCallError as exc:
             return UpstreamCatalog(name=name, status="failed", detail=exc.message)
         return UpstreamCatalog(
@@ -174,9 +196,74 @@ class GatewayServer(Server):
         )
 
 
+def _completion_route(surface: GatewaySurface, params: Mapping[str, Any]) -> Route | GatewayError:
+    """``completion/complete`` in pass-through: to the upstream that owns the prompt or resource named."""
+    ref = params.get("ref")
+    if not isinstance(ref, Mapping):
+        return GatewayError(
+            code=-32602, message="Invalid params: completion/complete needs params.ref, an object"
+        )
+    if ref.get("type") == "ref/prompt":
+        decided = surface.get_prompt({"name": ref.get("name")})
+        if isinstance(decided, GatewayError):
+            return decided
+        server = decided.server
+    else:
+        routed = surface.route_resource({"uri": ref.get("uri")})
+        if not isinstance(routed, Route):
+            return (
+                routed
+                if isinstance(routed, GatewayError)
+                else GatewayError(code=-32602, message="no completions here")
+            )
+        server = routed.server
+    return Route(server=server, method="completion/complete", params=dict(params), rewrite_uris=False)
+
+
+SESSION_META = "dev.mcpx/session"
+_request_keys = itertools.count(1)
+
+
+def scope_key(context: RequestContext) -> tuple[str, bool]:
+    """Who a host request is from, for the pool (seed §2.4); and whether that scope is the request alone.
+
+    ``_meta["dev.mcpx/session"]`` when the host names one; else the legacy
+    HTTP session (or the stdio connection); a 2026-07-28 request has no
+    session, so it is its own scope.
+    """
+    named = context.meta.get(SESSION_META)
+    if isinstance(named, str) and named:
+        return f"named:{named}", False
+    if not context.revision.is_modern and context.identity is not None:
+        return context.identity, False
+    return f"request:{next(_request_keys)}", True
+
+
 def _upstream_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """What goes upstream: the host's params without its own ``_meta`` (its tokens and ids are not the upstream's)."""
     return {k: v for k, v in params.items() if k != "_meta"}
+
+
+_ENVELOPE_KEYS = frozenset({"resultType", "ttlMs", "cacheScope"})
+_ENVELOPE_META = "io.modelcontextprotocol/serverInfo"
+
+
+def _relayed(result: Mapping[str, Any]) -> dict[str, Any]:
+    """An upstream's result as mcpx answers with it: its content verbatim, its envelope not.
+
+    ``resultType``, the cache hints and ``_meta`` serverInfo describe the
+    upstream's answer to mcpx; mcpx's session states its own to the host, in
+    the host's revision.  Every other ``_meta`` key is carried.
+    """
+    out = {k: v for k, v in result.items() if k not in _ENVELOPE_KEYS}
+    meta = out.get("_meta")
+    if isinstance(meta, Mapping) and _ENVELOPE_META in meta:
+        rest = {k: v for k, v in meta.items() if k != _ENVELOPE_META}
+        if rest:
+            out["_meta"] = rest
+        else:
+            del out["_meta"]
+    return out
 
 
 def _outcome(value: Mapping[str, Any] | GatewayError) -> Outcome:

@@ -27,7 +27,7 @@ import anyio.abc
 from .. import __version__
 from ..client import Client, McpCallError, Resolver, connect_http, connect_sse, connect_stdio
 from ..config import UpstreamServer
-from ..core import EraCache, ProbeConfig, ProbeDone, Progress, Revision
+from ..core import LOG_LEVELS, EraCache, ProbeConfig, ProbeDone, Progress, Revision, ServerNotification
 from ..core._pool import (
     CallFailed,
     CallTimedOut,
@@ -42,10 +42,17 @@ from ..core._pool import (
 from ..drivers._eracache import era_cache_path, load_era_cache, save_era_cache
 from ..drivers._probe_http import probe_http
 from ..drivers._probe_stdio import probe_stdio
+from ..server import Context, QuestionFailed, QuestionRefused
 
 __all__ = ["Upstreams"]
 
 CLIENT_INFO = {"name": "mcpx", "version": __version__}
+UPSTREAM_CAPABILITIES: Mapping[str, Any] = {
+    "elicitation": {"form": {}, "url": {}},
+    "sampling": {},
+    "roots": {},
+}
+"""What mcpx declares to upstreams: it can put each kind of question to the host whose call asked."""
 _WATCH_INTERVAL = 0.25  # how often a running instance is checked for having gone away
 
 
@@ -66,6 +73,16 @@ class _Waiter:
     instance: int | None = None
     error: Mapping[str, Any] | None = None  # Refused, CallFailed or CallTimedOut
     scope: anyio.CancelScope | None = None
+    host: Context | None = None  # the host request this call serves: questions, progress and logs go to it
+
+
+def _progress_to(host: Context) -> Callable[[Progress], None]:
+    """Relay an upstream's progress for a call to the host request it serves (the host's token restored there)."""
+
+    def relay(report: Progress) -> None:
+        host.report_progress(report.progress, report.total, report.message)
+
+    return relay
 
 
 def _era_key(server: UpstreamServer) -> str:
@@ -94,7 +111,7 @@ class Upstreams:
         self._tg: anyio.abc.TaskGroup | None = None
         self._cache_path = era_cache_path(state_dir)
         self._resolver = resolver
-        self._capabilities = dict(capabilities or {})
+        self._capabilities = dict(UPSTREAM_CAPABILITIES if capabilities is None else capabilities)
         self._running: dict[int, _Running] = {}
         self._waiters: dict[str, _Waiter] = {}
         self._ids = itertools.count(1)
@@ -160,14 +177,21 @@ class Upstreams:
         scope_key: str | None = None,
         timeout: float | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        host: Context | None = None,
     ) -> Mapping[str, Any]:
         """Send ``method`` to an instance of ``server``; its result, or ``McpCallError``.
 
         ``timeout`` may lower ``pool.callTimeout`` for this call, never raise
         it.  The upstream's own JSON-RPC errors come back as they were sent.
+        ``host`` is the host request being served: the upstream's progress for
+        this call, its log messages while the call runs, and its questions
+        when this call is the only one on the instance go to that host
+        (seed §3.4, §4.4).
         """
         call_id = f"c{next(self._ids)}"
-        waiter = self._waiters[call_id] = _Waiter()
+        waiter = self._waiters[call_id] = _Waiter(host=host)
+        if host is not None and on_progress is None:
+            on_progress = _progress_to(host)
         try:
             self.pool.acquire(server, scope_key, call_id, time.monotonic(), timeout=timeout)
             self._perform()
@@ -181,7 +205,9 @@ class Upstreams:
             budget = self.pool.budget_for(call_id)
             with anyio.CancelScope() as scope:
                 waiter.scope = scope
-                return await running.client.request(method, params, on_progress=on_progress, timeout=budget)
+                return await running.client.request(
+                    method, params, on_progress=on_progress, timeout=budget, log_level="debug"
+                )
             assert waiter.error is not None  # only the pool cancels this scope
             raise McpCallError(waiter.error)
         finally:
@@ -239,6 +265,11 @@ class Upstreams:
     def status(self) -> tuple[ServerStatus, ...]:
         return self.pool.status(time.monotonic())
 
+    def scope_ended(self, scope_key: str) -> None:
+        """The host connection (or 2026-07-28 request) ``scope_key`` ended: its connection-scoped instances stop."""
+        self.pool.connection_closed(scope_key, time.monotonic())
+        self._perform()
+
     def restart(self, server: str | None) -> None:
         self.pool.restart(server, time.monotonic())
         self._perform()
@@ -270,7 +301,11 @@ class Upstreams:
 
     async def _serve_instance(self, instance: int, running: _Running, server: UpstreamServer) -> None:
         """Connect, tell the pool, and hold the connection until the pool stops it or the server goes."""
-        async with self._connect(server) as client:
+        async with self._connect(instance, server) as client:
+            client.on_notification = lambda note: self._relay_log(instance, note)
+            if not client.session.modern and "logging" in client.session.server_capabilities:
+                with contextlib.suppress(McpCallError):  # the hosts' own levels filter what they get
+                    await client.request("logging/setLevel", {"level": "debug"})
             running.client = client
             self.clients_started += 1
             self.pool.started(instance, time.monotonic())
@@ -283,13 +318,13 @@ class Upstreams:
                     await running.stop.wait()
 
     @contextlib.asynccontextmanager
-    async def _connect(self, server: UpstreamServer) -> AsyncIterator[Client]:
+    async def _connect(self, instance: int, server: UpstreamServer) -> AsyncIterator[Client]:
         """A client for ``server`` in the era the probe found; a cached era that fails is probed again."""
         for attempt in (1, 2):
             era, revision = await self._era(server, fresh=attempt == 2)
             connected = False
             try:
-                async with self._open(server, era, revision) as client:
+                async with self._open(instance, server, era, revision) as client:
                     connected = True
                     yield client
                     return
@@ -298,12 +333,58 @@ class Upstreams:
                     raise
                 self._forget_era(server)  # the cached era did not work: probe again
 
+    def _hosts_on(self, instance: int) -> list[Context]:
+        """The host requests whose calls are in flight on ``instance``."""
+        calls = self.pool.calls_on(instance)
+        return [w.host for c in calls if (w := self._waiters.get(str(c))) is not None and w.host is not None]
+
+    async def _resolve(self, instance: int, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        """An upstream's question, put to the host whose call it belongs to (seed §3.4).
+
+        It belongs to a call only when that call is the only one in flight on
+        the instance; otherwise the attribution is ambiguous and nobody is
+        asked, since one host's question must never reach another.
+        """
+        hosts = self._hosts_on(instance)
+        if len(self.pool.calls_on(instance)) != 1 or len(hosts) != 1:
+            if self._resolver is not None:
+                return await self._resolver(method, params)
+            raise McpCallError(
+                {
+                    "code": -32603,
+                    "message": f"mcpx cannot tell which of its callers {method} is for; not asked",
+                }
+            )
+        host = hosts[0]
+        question = host.question(method, params)
+        try:
+            answers = await host.ask(question)
+        except QuestionRefused as exc:
+            raise McpCallError({"code": exc.code, "message": exc.message, "data": exc.data}) from None
+        except QuestionFailed as exc:
+            raise McpCallError({"code": -32603, "message": str(exc)}) from None
+        answer: Mapping[str, Any] = answers[question.key]
+        return answer
+
+    def _relay_log(self, instance: int, note: ServerNotification) -> None:
+        """An upstream log message goes to every host with a call in flight on the instance (seed §4.4)."""
+        if note.method != "notifications/message":
+            return
+        level, data, logger = note.params.get("level"), note.params.get("data"), note.params.get("logger")
+        if not isinstance(level, str) or level not in LOG_LEVELS:
+            return
+        for host in self._hosts_on(instance):
+            host.log(level, data, logger if isinstance(logger, str) else None)
+
     def _open(
-        self, server: UpstreamServer, era: str, revision: Revision | None
+        self, instance: int, server: UpstreamServer, era: str, revision: Revision | None
     ) -> contextlib.AbstractAsyncContextManager[Client]:
+        async def resolver(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+            return await self._resolve(instance, method, params)
+
         common: dict[str, Any] = {
             "capabilities": self._capabilities,
-            "resolver": self._resolver,
+            "resolver": resolver,
             "client_info": CLIENT_INFO,
             "call_timeout": self.pool.config.call_timeout,
         }

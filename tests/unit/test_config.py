@@ -372,7 +372,12 @@ def test_load_config_reads_the_file_it_is_given(tmp_path: Path) -> None:
 
 def test_a_missing_default_file_means_defaults_but_an_asked_for_one_is_refused(tmp_path: Path) -> None:
     config = load_config(environ={"HOME": str(tmp_path)})
-    assert not config.found and config.servers == {}
+    # No file: the built-in default, mcpx's own demo server as "demo".
+    assert not config.found and list(config.servers) == ["demo"]
+    assert config.servers["demo"].argv()[1:] == ["-m", "mcpx", "demo"]
+    empty = tmp_path / "empty.toml"
+    empty.write_text("[pool]\ncallTimeout = '30s'\n")
+    assert load_config(str(empty), environ={"HOME": str(tmp_path)}).servers == {}  # a file says what runs
     assert config.path == f"{tmp_path}/.config/mcpx/config.toml"
     with pytest.raises(ConfigError, match="MCPX_CONFIG"):
         load_config(environ={"HOME": str(tmp_path), "MCPX_CONFIG": str(tmp_path / "nope.toml")})
