@@ -200,14 +200,33 @@ class Upstreams:
                 raise McpCallError(waiter.error)
             assert waiter.instance is not None
             running = self._running.get(waiter.instance)
-            if running is None or running.client is None:
-                raise McpCallError({"code": -32603, "message": f"server {server!r}: its instance went away"})
+            if running is None or running.client is None or running.client.session.closed:
+                if running is not None:
+                    self._crashed(waiter.instance, running, f"server {server!r} exited")
+                raise McpCallError(
+                    {
+                        "code": -32603,
+                        "message": f"server {server!r}: its process went away; call again to restart it",
+                    }
+                )
             budget = self.pool.budget_for(call_id)
             with anyio.CancelScope() as scope:
                 waiter.scope = scope
-                return await running.client.request(
-                    method, params, on_progress=on_progress, timeout=budget, log_level="debug"
-                )
+                try:
+                    return await running.client.request(
+                        method, params, on_progress=on_progress, timeout=budget, log_level="debug"
+                    )
+                except McpCallError as exc:
+                    if running.client.session.closed:  # not the upstream's answer: the upstream went away
+                        self._crashed(waiter.instance, running, f"server {server!r} exited during a call")
+                        raise McpCallError(
+                            {
+                                "code": exc.code,
+                                "message": f"server {server!r}: {exc.message}",
+                                "data": {"server": server},
+                            }
+                        ) from None
+                    raise
             assert waiter.error is not None  # only the pool cancels this scope
             raise McpCallError(waiter.error)
         finally:
@@ -264,6 +283,12 @@ class Upstreams:
 
     def status(self) -> tuple[ServerStatus, ...]:
         return self.pool.status(time.monotonic())
+
+    def _crashed(self, instance: int, running: _Running, reason: str) -> None:
+        """Tell the pool at once (the watcher would only notice within a quarter second)."""
+        if not running.stop.is_set() and instance in self._running:
+            self.pool.crashed(instance, reason, time.monotonic())
+            self._perform()
 
     def scope_ended(self, scope_key: str) -> None:
         """The host connection (or 2026-07-28 request) ``scope_key`` ended: its connection-scoped instances stop."""

@@ -1,0 +1,118 @@
+"""The pool's driver with real upstream processes: crash and restart, call timeouts, idle reaping.
+
+``Upstreams`` (mcpx/gateway/_upstreams.py) runs the pure pool over spawned
+stdio servers.  The upstream here is a few lines of ``mcpx.server`` with a
+tool that kills its own process mid-call and one that sleeps, so each rule is
+exercised by a process really dying or really being slow.  The clock is the
+real one, with short settings.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcpx.client import McpCallError
+from mcpx.config import UpstreamServer
+from mcpx.core import PoolConfig
+from mcpx.gateway import Upstreams
+
+pytestmark = pytest.mark.timeout(60)
+
+SERVER = """
+import os, anyio
+from mcpx.server import Server
+from mcpx.drivers import serve_stdio
+server = Server("fragile")
+
+@server.tool()
+async def pid() -> str:
+    return str(os.getpid())
+
+@server.tool()
+async def die() -> str:
+    os._exit(3)
+
+@server.tool()
+async def nap(seconds: float) -> str:
+    await anyio.sleep(seconds)
+    return "rested"
+
+serve_stdio(server)
+"""
+
+
+def fragile() -> dict[str, UpstreamServer]:
+    return {"fragile": UpstreamServer(name="fragile", command=sys.executable, args=("-c", SERVER))}
+
+
+def text(result: object) -> str:
+    assert isinstance(result, dict)
+    return str(result["content"][0]["text"])
+
+
+async def call(
+    upstreams: Upstreams, tool: str, arguments: dict[str, object] | None = None, **kw: object
+) -> str:
+    return text(
+        await upstreams.request("fragile", "tools/call", {"name": tool, "arguments": arguments or {}}, **kw)
+    )  # type: ignore[arg-type]
+
+
+def run(pool: PoolConfig, tmp_path: Path, body: object) -> None:
+    async def main() -> None:
+        upstreams = Upstreams(fragile(), state_dir=tmp_path, pool=pool)
+        async with anyio.create_task_group() as tg:
+            upstreams.attach(tg)
+            await body(upstreams)  # type: ignore[operator]
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+
+
+def test_a_crash_fails_the_call_naming_the_server_and_the_next_call_gets_a_new_process(
+    tmp_path: Path,
+) -> None:
+    async def body(upstreams: Upstreams) -> None:
+        first = await call(upstreams, "pid")
+        with pytest.raises(McpCallError) as crashed:
+            await call(upstreams, "die")
+        assert "fragile" in crashed.value.message
+        with anyio.fail_after(10):  # the first retry comes after backoff_base
+            second = await call(upstreams, "pid")
+        assert second != first  # a new process
+        (status,) = upstreams.status()
+        assert status.spawn_count == 2 and status.last_error is not None
+
+    run(PoolConfig(backoff_base=0.2, backoff_cap=1.0), tmp_path, body)
+
+
+def test_the_call_timeout_is_the_pools_and_a_caller_may_only_lower_it(tmp_path: Path) -> None:
+    async def body(upstreams: Upstreams) -> None:
+        await call(upstreams, "pid")  # started and warm: what follows times the call alone
+        for asked, bound in ((0.3, 0.3), (30.0, 1.0), (None, 1.0)):
+            started = time.monotonic()
+            with pytest.raises(McpCallError) as slow:
+                await call(upstreams, "nap", {"seconds": 5}, timeout=asked)
+            took = time.monotonic() - started
+            assert bound <= took < bound + 1.5, (asked, took)
+            assert "fragile" in slow.value.message
+        assert await call(upstreams, "nap", {"seconds": 0.1}) == "rested"  # the instance stays usable
+
+    run(PoolConfig(call_timeout=1.0), tmp_path, body)
+
+
+def test_an_idle_instance_is_reaped_and_started_again_on_use(tmp_path: Path) -> None:
+    async def body(upstreams: Upstreams) -> None:
+        first = await call(upstreams, "pid")
+        with anyio.fail_after(10):
+            while upstreams.status()[0].instances:
+                await anyio.sleep(0.05)
+        second = await call(upstreams, "pid")
+        assert second != first and upstreams.status()[0].spawn_count == 2
+
+    run(PoolConfig(idle_timeout=0.3), tmp_path, body)
