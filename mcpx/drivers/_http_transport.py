@@ -1,11 +1,16 @@
-"""Sockets for the pure Streamable HTTP client binding (``HttpClientConnection``), on anyio.
+"""Sockets for mcpx's pure HTTP client bindings, on anyio.
 
-The binding decides every byte and connection (mcpx/core/_http_client.py);
-this carries its actions out — opens TCP (or TLS) connections, writes, reads,
-closes, runs its timer — and hands what it decoded to ``Receiver``: each
-JSON-RPC message, the end of the connection, a session the server forgot.
-``mcpx.client`` uses it under a ``ClientSession``; ``mcpx serve`` uses it to
-relay a host's stdio conversation to the daemon's /mcp.
+A binding (``HttpClientConnection`` for Streamable HTTP, ``SseClientConnection``
+for 2024-11-05 HTTP+SSE) decides every connection and byte; ``SocketTransport``
+carries those actions out — opens TCP (or TLS) connections, writes, reads,
+closes (also a connection the binding gave up on while it was still
+connecting), and runs the binding's timer (STYLE.md §10: read → feed → drain
+→ act → re-arm).  What a binding decoded is the subclass's to act on:
+``HttpTransport`` hands it to a ``Receiver`` (each JSON-RPC message, the end of
+the connection, a session the server forgot); ``mcpx.client`` puts one under a
+``ClientSession``, and ``mcpx serve`` relays a host's stdio conversation
+through one to the daemon's /mcp.  One lock orders everything that touches the
+binding and whatever feeds it.
 """
 
 from __future__ import annotations
@@ -21,7 +26,32 @@ import anyio.abc
 from ..core import Closed, HttpClientConnection, JsonReceived, OpenConnection, SessionExpired
 from ..core._http import CloseConnection, SendBytes
 
-__all__ = ["HttpTransport", "Receiver"]
+__all__ = ["HttpTransport", "Receiver", "SocketTransport"]
+
+
+class _Endpoint(Protocol):
+    host: str
+    port: int
+    tls: bool
+
+
+class Binding(Protocol):
+    """What ``SocketTransport`` needs of a binding (both client bindings have it)."""
+
+    @property
+    def config(self) -> Any: ...
+
+    def next_actions(self) -> list[Any]: ...
+
+    def connection_made(self, conn: int, now: float) -> None: ...
+
+    def receive_data(self, conn: int, data: bytes, now: float) -> None: ...
+
+    def connection_lost(self, conn: int, now: float) -> None: ...
+
+    def get_timer(self) -> float | None: ...
+
+    def handle_timer(self, now: float) -> None: ...
 
 
 class Receiver(Protocol):
@@ -35,33 +65,29 @@ class Receiver(Protocol):
         """The server forgot session ``session_id`` (HTTP 404)."""
 
 
-class HttpTransport:
-    """Carries out an ``HttpClientConnection``'s actions; one lock guards the binding and whoever feeds it."""
+class SocketTransport:
+    """The sockets of one binding; ``act`` is the subclass's answer to every other action."""
 
-    def __init__(self, http: HttpClientConnection, tg: anyio.abc.TaskGroup, receiver: Receiver) -> None:
-        self.http = http
+    def __init__(
+        self, binding: Binding, tg: anyio.abc.TaskGroup, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.binding = binding
         self.tg = tg
-        self.receiver = receiver
+        self.clock = clock  # the binding's idea of now (wall clock or monotonic)
         self.streams: dict[int, anyio.abc.ByteStream] = {}
+        self.dropped: set[int] = set()  # closed by the binding while still connecting
         self.lock = anyio.Lock()
         self.timer_changed = anyio.Event()
-        self.closed = anyio.Event()
         self.after: Callable[[], Awaitable[None]] | None = None  # runs after each pump, under the lock
 
-    async def send(self, payload: bytes, handle: int | None) -> None:
-        """One message to the server (the caller holds ``lock``)."""
-        self.http.send(payload, handle=handle, now=time.time())
-        await self.pump()
-
-    async def abandon(self, handle: int) -> None:
-        """Stop waiting for ``handle``'s answer (2026-07-28: closes its stream, which cancels it)."""
-        self.http.abandon(handle)
-        await self.pump()
+    def act(self, action: Any) -> None:
+        """An action that is not about sockets (decoded messages, endings): the subclass's."""
+        raise NotImplementedError
 
     async def pump(self) -> None:
         """Carry out the binding's actions until it has none."""
         while True:
-            actions = self.http.next_actions()
+            actions = self.binding.next_actions()
             if not actions:
                 break
             for action in actions:
@@ -73,19 +99,15 @@ class HttpTransport:
                         try:
                             await stream.send(action.data)
                         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                            self.http.connection_lost(action.conn, time.time())
+                            self.streams.pop(action.conn, None)
+                            self.binding.connection_lost(action.conn, self.clock())
                 elif isinstance(action, CloseConnection):
-                    stream = self.streams.pop(action.conn, None)
-                    if stream is not None:
-                        with contextlib.suppress(OSError, anyio.BrokenResourceError):
-                            await stream.aclose()
-                elif isinstance(action, JsonReceived):
-                    self.receiver.json(action.message, action.handle)
-                elif isinstance(action, Closed):
-                    self.receiver.closed()
-                    self.closed.set()
-                elif isinstance(action, SessionExpired):
-                    self.receiver.expired(action.session_id)
+                    if action.conn in self.streams:
+                        await self._close_stream(action.conn)
+                    else:
+                        self.dropped.add(action.conn)
+                else:
+                    self.act(action)
         self.timer_changed.set()
 
     async def flush(self) -> None:
@@ -93,8 +115,19 @@ class HttpTransport:
         if self.after is not None:
             await self.after()
 
+    async def close_all(self) -> None:
+        """Close every socket still open."""
+        for conn in list(self.streams):
+            await self._close_stream(conn)
+
+    async def _close_stream(self, conn: int) -> None:
+        stream = self.streams.pop(conn, None)
+        if stream is not None:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                await stream.aclose()
+
     async def _connect(self, conn: int) -> None:
-        config = self.http.config
+        config: _Endpoint = self.binding.config
         try:
             stream: anyio.abc.ByteStream
             if config.tls:
@@ -103,36 +136,72 @@ class HttpTransport:
                 stream = await anyio.connect_tcp(config.host, config.port)
         except OSError:
             async with self.lock:
-                self.http.connection_lost(conn, time.time())
+                self.binding.connection_lost(conn, self.clock())
                 await self.flush()
+            return
+        if conn in self.dropped:  # the binding gave up on it while it was connecting
+            self.dropped.discard(conn)
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                await stream.aclose()
             return
         self.streams[conn] = stream
         async with self.lock:
-            self.http.connection_made(conn, time.time())
+            self.binding.connection_made(conn, self.clock())
             await self.flush()
         try:
             async for data in stream:
                 async with self.lock:
-                    self.http.receive_data(conn, data, time.time())
+                    self.binding.receive_data(conn, data, self.clock())
                     await self.flush()
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
-        if self.streams.pop(conn, None) is not None:
+        if self.streams.pop(conn, None) is not None:  # the server's end, not ours
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                await stream.aclose()
             async with self.lock:
-                self.http.receive_data(conn, b"", time.time())
+                self.binding.receive_data(conn, b"", self.clock())
                 await self.flush()
 
     async def run_timer(self) -> None:
-        """Feed the binding its deadlines (retries, resumption) until cancelled."""
+        """Feed the binding its deadlines (retries, resumption, the endpoint wait) until cancelled."""
         while True:
-            deadline = self.http.get_timer()
+            deadline = self.binding.get_timer()
             self.timer_changed = anyio.Event()
             if deadline is None:
                 await self.timer_changed.wait()
                 continue
-            with anyio.move_on_after(max(0.0, deadline - time.time())):
+            with anyio.move_on_after(max(0.0, deadline - self.clock())):
                 await self.timer_changed.wait()
-            if time.time() >= deadline:
+            if self.clock() >= deadline:
                 async with self.lock:
-                    self.http.handle_timer(time.time())
+                    self.binding.handle_timer(self.clock())
                     await self.flush()
+
+
+class HttpTransport(SocketTransport):
+    """Carries out an ``HttpClientConnection``'s actions; what it decodes goes to ``receiver``."""
+
+    def __init__(self, http: HttpClientConnection, tg: anyio.abc.TaskGroup, receiver: Receiver) -> None:
+        super().__init__(http, tg)
+        self.http = http
+        self.receiver = receiver
+        self.closed = anyio.Event()
+
+    async def send(self, payload: bytes, handle: int | None) -> None:
+        """One message to the server (the caller holds ``lock``)."""
+        self.http.send(payload, handle=handle, now=time.time())
+        await self.pump()
+
+    async def abandon(self, handle: int) -> None:
+        """Stop waiting for ``handle``'s answer (2026-07-28: closes its stream, which cancels it)."""
+        self.http.abandon(handle)
+        await self.pump()
+
+    def act(self, action: Any) -> None:
+        if isinstance(action, JsonReceived):
+            self.receiver.json(action.message, action.handle)
+        elif isinstance(action, Closed):
+            self.receiver.closed()
+            self.closed.set()
+        elif isinstance(action, SessionExpired):
+            self.receiver.expired(action.session_id)
