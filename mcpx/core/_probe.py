@@ -587,6 +587,10 @@ class EraProbe:
         self._closed = False  # stdio: the server's output ended
         self._on_cache = False
         self._tried_modern: set[Revision] = set()
+        # Modern revisions whose server/discover met silence: a later -32022 naming one
+        # means the server is modern and was slow to start, so it is tried once more.
+        self._silent_modern: set[Revision] = set()
+        self._last_discover: Revision | None = None
         self._offered_legacy: set[Revision] = set()
         self._legacy_hint: tuple[Revision, ...] | None = None
         self._heard: dict[str, str] = {}  # what each step got, for the failure message
@@ -655,6 +659,8 @@ class EraProbe:
             return
         self._now = now
         self._heard[wait.what] = f"no answer within {self.config.timeout:g}s"
+        if wait.what == "server/discover" and self._last_discover is not None:
+            self._silent_modern.add(self._last_discover)
         self._decide(
             _Decision(
                 verdict=_V.NO_ANSWER,
@@ -756,9 +762,11 @@ class EraProbe:
 
     def _send_discover(self, decision: _Decision, verdict: _Verdict) -> None:
         version = decision.version
-        if version is None or version in self._tried_modern:
+        if version is None or (version in self._tried_modern and version not in self._silent_modern):
             version = next(r for r in self.config.modern if r not in self._tried_modern)
+        self._silent_modern.discard(version)  # one more try at most
         self._tried_modern.add(version)
+        self._last_discover = version
         self._requests += 1
         meta = {
             META_PROTOCOL_VERSION: str(version),
@@ -1378,7 +1386,11 @@ class EraProbe:
                     note=f"{head}: supported {list(listed)}; offer {legacy[0]}",
                     version=legacy[0],
                 )
-            modern = [r for r in self.config.modern if r in known and r not in self._tried_modern]
+            modern = [
+                r
+                for r in self.config.modern
+                if r in known and (r not in self._tried_modern or r in self._silent_modern)
+            ]
             if modern:
                 return _Decision(
                     verdict=_V.MODERN_HINT,

@@ -94,12 +94,14 @@ def test_a_crash_fails_the_call_naming_the_server_and_the_next_call_gets_a_new_p
 def test_the_call_timeout_is_the_pools_and_a_caller_may_only_lower_it(tmp_path: Path) -> None:
     async def body(upstreams: Upstreams) -> None:
         await call(upstreams, "pid")  # started and warm: what follows times the call alone
+        # Which bound cut the call shows in whether it waited that long and was cut long before
+        # the tool would have finished (a loaded machine only makes the cut late, never early).
         for asked, bound in ((0.3, 0.3), (30.0, 1.0), (None, 1.0)):
             started = time.monotonic()
             with pytest.raises(McpCallError) as slow:
-                await call(upstreams, "nap", {"seconds": 5}, timeout=asked)
+                await call(upstreams, "nap", {"seconds": 60}, timeout=asked)
             took = time.monotonic() - started
-            assert bound <= took < bound + 1.5, (asked, took)
+            assert bound <= took < 20, (asked, took)
             assert "fragile" in slow.value.message
         assert await call(upstreams, "nap", {"seconds": 0.1}) == "rested"  # the instance stays usable
 

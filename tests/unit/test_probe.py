@@ -339,6 +339,26 @@ def test_silence_falls_back_after_the_timeout_and_a_late_answer_is_ignored() -> 
     assert any("ignored" in line for line in done.trace)
 
 
+def test_a_modern_server_slow_to_start_is_asked_again_when_initialize_names_its_revision() -> None:
+    # Silence to server/discover, then initialize refused with -32022 listing 2026-07-28: the
+    # server is modern and was only slow (a package download, a loaded machine).  One more
+    # server/discover, and the era is modern; a second silence would not earn a third try.
+    c = Conversation()
+    c.wait_out()
+    assert c.method == "initialize"
+    c.say(
+        {
+            "jsonrpc": "2.0",
+            "id": c.last_message()["id"],
+            "error": {"code": -32022, "message": "modern only", "data": {"supported": ["2026-07-28"]}},
+        }
+    )
+    assert c.method == "server/discover"
+    c.result(discover_result("2026-07-28"))
+    done = c.outcome
+    assert isinstance(done, ProbeDone) and done.era == "modern"
+
+
 def test_lines_that_are_not_json_rpc_are_ignored_while_waiting() -> None:
     c = Conversation()
     for line in (b"Starting server...", b"[1, 2", b'{"hello": "world"}', b"[]"):
