@@ -60,24 +60,29 @@ class Asker(Protocol):
 
 
 class Waiters:
-    """Handlers waiting for answers, by ask id; resolved from the driver's drain of actions."""
+    """Handlers waiting for answers, by (request token, ask id); resolved from the driver's drain of actions.
+
+    An ask id is unique only within one server session, and one HTTP binding
+    holds many (every 2026-07-28 request has its own): the token, unique
+    across the binding, is what keeps two clients' answers apart.
+    """
 
     def __init__(self) -> None:
-        self._by_ask: dict[int, tuple[int, Callable[[Answered | None], None]]] = {}
+        self._by_ask: dict[tuple[int, int], Callable[[Answered | None], None]] = {}
 
     def add(self, token: int, ask_id: int, resolve: Callable[[Answered | None], None]) -> None:
-        self._by_ask[ask_id] = (token, resolve)
+        self._by_ask[(token, ask_id)] = resolve
 
     def answered(self, action: Answered) -> None:
-        entry = self._by_ask.pop(action.ask_id, None)
-        if entry is not None:
-            entry[1](action)
+        resolve = self._by_ask.pop((action.token, action.ask_id), None)
+        if resolve is not None:
+            resolve(action)
 
     def cancelled(self, token: int) -> None:
         """Request ``token`` was cancelled: whoever waits for its answers stops waiting."""
-        for ask_id, (owner, resolve) in list(self._by_ask.items()):
-            if owner == token:
-                del self._by_ask[ask_id]
+        for key, resolve in list(self._by_ask.items()):
+            if key[0] == token:
+                del self._by_ask[key]
                 resolve(None)
 
 

@@ -187,3 +187,40 @@ def test_a_forgotten_session_is_replaced_and_the_refused_call_sent_again(backend
     finally:
         for p in procs:
             stop_http_server(p)
+
+
+@pytest.mark.parametrize("modern", [True, False], ids=["2026-07-28", "2025-11-25"])
+def test_two_clients_with_rounds_open_at_once_each_get_their_own_answer(demo_url: str, modern: bool) -> None:
+    """Two calls asking at the same time, each on its own session: neither answer wakes the other call."""
+
+    def answering(name: str, both_asked: anyio.Event, asked: list[str]) -> Any:
+        async def resolve(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+            asked.append(name)
+            if len(asked) == 2:
+                both_asked.set()
+            with anyio.fail_after(20):
+                await both_asked.wait()  # both rounds are open before either is answered
+            return {"action": "accept", "content": {"name": name}}
+
+        return resolve
+
+    async def main() -> None:
+        both_asked, asked = anyio.Event(), []
+        results: dict[str, str] = {}
+
+        async def one(name: str) -> None:
+            async with connect_http(
+                demo_url,
+                modern=modern,
+                capabilities={"elicitation": {}},
+                resolver=answering(name, both_asked, asked),
+            ) as client:
+                result = await client.call_tool("ask_name", {})
+                results[name] = result["content"][0]["text"]
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, "Ada")
+            tg.start_soon(one, "Grace")
+        assert "Ada" in results["Ada"] and "Grace" in results["Grace"], results
+
+    anyio.run(main)
