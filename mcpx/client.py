@@ -58,9 +58,24 @@ from .drivers._http_transport import HttpTransport
 from .drivers._process import stop_process
 from .drivers._sse_transport import SseTransport
 
-__all__ = ["Client", "McpCallError", "Resolver", "connect_http", "connect_sse", "connect_stdio"]
+__all__ = [
+    "Client",
+    "McpCallError",
+    "Resolver",
+    "RoundResolver",
+    "connect_http",
+    "connect_sse",
+    "connect_stdio",
+]
 
 Resolver = Callable[[str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+"""Answers one server question, ``(method, params) -> result``; raising ``McpCallError`` refuses it."""
+RoundResolver = Callable[[Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+"""Answers a whole 2026-07-28 input round for one call: ``inputRequests`` by key -> responses by key.
+
+Raising ``McpCallError`` ends the call with that error as it is (a
+gateway relays its host's refusal this way).
+"""
 CLIENT_INFO = {"name": "mcpx", "version": "0.1.0"}
 STDERR_KEPT = 64 * 1024
 
@@ -154,6 +169,7 @@ class Client:
         self._pending: dict[int, _Pending] = {}
         self._answering: dict[Any, anyio.CancelScope] = {}  # legacy server requests being answered
         self._rounds: dict[int, anyio.CancelScope] = {}  # 2026-07-28 input rounds being answered, by handle
+        self._round_resolvers: dict[int, RoundResolver] = {}  # a call's own, by handle (request(on_round=))
         self._progress: dict[int, Callable[[Progress], None]] = {}
         self.notifications: deque[ServerNotification] = deque(maxlen=1000)
         self.on_notification: Callable[[ServerNotification], None] | None = None  # each one, as it arrives
@@ -192,11 +208,20 @@ class Client:
         timeout: float | None = None,
         retry: bool = True,
         log_level: str | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        on_round: RoundResolver | None = None,
     ) -> Mapping[str, Any]:
         """Any request; its result, or ``McpCallError``.
 
         ``log_level`` is the 2026-07-28 per-request level (ignored by legacy
         sessions, whose level is set once with ``logging/setLevel``).
+        ``capabilities`` and ``on_round`` fit one 2026-07-28 request to
+        whoever it is made for (both ignored by legacy sessions, which
+        declared capabilities once and ask through the connection's
+        ``resolver``): the client capabilities this request declares instead
+        of the connection's, and the resolver of this call's input rounds,
+        answered whole under the server's keys instead of question by
+        question through the connection's ``resolver``.
 
         Cancelling the caller cancels upstream.  ``timeout`` (default: the
         client's ``call_timeout``; a caller may lower it, never raise it)
@@ -212,12 +237,16 @@ class Client:
                     await self.renew()
         try:
             level = log_level if self.session.modern else None
-            handle = self.session.request(method, params, progress=on_progress is not None, log_level=level)
+            handle = self.session.request(
+                method, params, progress=on_progress is not None, log_level=level, capabilities=capabilities
+            )
         except LocalProtocolError as exc:
             raise McpCallError({"code": -32603, "message": f"{exc}; {self._gone()}"}) from None
         pending = self._pending[handle] = _Pending()
         if on_progress is not None:
             self._progress[handle] = on_progress
+        if on_round is not None:
+            self._round_resolvers[handle] = on_round
         try:
             await self._flush()
             with anyio.move_on_after(limit):
@@ -240,6 +269,7 @@ class Client:
         finally:
             self._pending.pop(handle, None)
             self._progress.pop(handle, None)
+            self._round_resolvers.pop(handle, None)
             answering = self._rounds.pop(handle, None)
             if answering is not None:  # the caller gave up during an input round: stop asking
                 answering.cancel()
@@ -253,7 +283,14 @@ class Client:
             # The server forgot the session and did not process this request:
             # a new session, and the same request once more.
             return await self.request(
-                method, params, on_progress=on_progress, timeout=timeout, retry=False, log_level=log_level
+                method,
+                params,
+                on_progress=on_progress,
+                timeout=timeout,
+                retry=False,
+                log_level=log_level,
+                capabilities=capabilities,
+                on_round=on_round,
             )
         if isinstance(outcome, Failed):
             if self.session.closed:
@@ -558,26 +595,27 @@ class Client:
     async def _resolve_round(self, round_: InputRequired, scope: anyio.CancelScope) -> None:
         """2026-07-28: answer every question of an input round, then send the retry.
 
-        The spec asks for every requested input before a retry, so the first
-        question the resolver does not answer ends the call (the rest are not
-        asked) with an error naming its key.  When the caller gave up
-        meanwhile (timeout, cancellation, the connection ended), ``scope`` is
-        cancelled and nothing is sent.
+        The call's own round resolver answers the round whole; otherwise the
+        connection's resolver answers question by question.  The spec asks
+        for every requested input before a retry, so an unanswered question
+        ends the call (the rest are not asked) with an error naming why.
+        When the caller gave up meanwhile (timeout, cancellation, the
+        connection ended), ``scope`` is cancelled and nothing is sent.
         """
         handle = round_.handle
-        responses: dict[str, Any] = {}
+        responses: Mapping[str, Any] = {}
         refused: dict[str, Any] | None = None
+        own = self._round_resolvers.get(handle)
         with scope:
-            for key, item in round_.input_requests.items():
-                method = item.get("method") if isinstance(item, Mapping) else None
-                params = item.get("params") if isinstance(item, Mapping) else None
-                try:
-                    if not isinstance(method, str):
-                        raise McpCallError({"code": -32603, "message": "the question names no method"})
-                    responses[key] = await self._answer(method, params if isinstance(params, Mapping) else {})
-                except McpCallError as exc:
-                    refused = _unanswered(key, method, exc)
-                    break
+            try:
+                if own is not None:
+                    responses = await self._answer_whole(own, round_.input_requests)
+                else:
+                    responses = await self._answer_each(round_.input_requests)
+            except McpCallError as exc:
+                refused = {"code": exc.code, "message": exc.message}
+                if exc.data is not None:
+                    refused["data"] = exc.data
         if self._rounds.get(handle) is scope:
             del self._rounds[handle]
         if scope.cancel_called or not self.session.awaiting_answers(handle):
@@ -587,6 +625,44 @@ class Client:
         else:
             self.session.resume(handle, responses, request_state=round_.request_state)
         await self._flush()
+
+    async def _answer_each(self, requests: Mapping[str, Any]) -> dict[str, Any]:
+        """A round answered question by question by the connection's resolver; the first refusal ends it."""
+        responses: dict[str, Any] = {}
+        for key, item in requests.items():
+            method = item.get("method") if isinstance(item, Mapping) else None
+            params = item.get("params") if isinstance(item, Mapping) else None
+            try:
+                if not isinstance(method, str):
+                    raise McpCallError({"code": -32603, "message": "the question names no method"})
+                responses[key] = await self._answer(method, params if isinstance(params, Mapping) else {})
+            except McpCallError as exc:
+                raise McpCallError(_unanswered(key, method, exc)) from None
+        return responses
+
+    @staticmethod
+    async def _answer_whole(resolve: RoundResolver, requests: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A round answered by the call's own resolver: its refusal as it is, anything else as -32603."""
+        try:
+            responses = await resolve(requests)
+        except McpCallError:
+            raise
+        except Exception as exc:  # the resolver broke: an error for this call, not a dead connection
+            raise McpCallError(
+                {"code": -32603, "message": f"the round resolver raised {type(exc).__name__}: {exc}"}
+            ) from exc
+        missing = (
+            sorted(set(requests) - set(responses)) if isinstance(responses, Mapping) else sorted(requests)
+        )
+        if missing:
+            raise McpCallError(
+                {
+                    "code": -32603,
+                    "message": f"the round resolver did not answer {', '.join(map(repr, missing))}; "
+                    "the call was not retried (2026-07-28 asks for every requested input before a retry)",
+                }
+            )
+        return responses
 
     async def _read(self, stream: anyio.abc.ByteReceiveStream, max_line: int) -> None:
         reader = LineReader(max_line)

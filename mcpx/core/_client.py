@@ -195,6 +195,9 @@ class _Call:
     waiting: bool = True  # False while the application holds an InputRequired
     sent: dict[str, Any] = field(default_factory=dict)  # the params of the last attempt on the wire
     version_retried: bool = False  # a -32022 was answered by one retry already
+    capabilities: dict[str, Any] | None = (
+        None  # 2026-07-28: declared for this call alone (None: the session's)
+    )
 
 
 @dataclass(slots=True)
@@ -310,16 +313,28 @@ class ClientSession:
         *,
         progress: bool = False,
         log_level: str | None = None,
+        capabilities: Mapping[str, Any] | None = None,
     ) -> int:
         """Send any request; returns the call's handle.
 
         ``progress`` asks for progress reports (a token of the session's
         own); ``log_level`` is the 2026-07-28 per-request level.
+        ``capabilities`` are the client capabilities this one request
+        declares, on its retries too (2026-07-28 restates them on every
+        request; a gateway narrows them to its caller's).  ``None`` declares
+        the session's.  Legacy sessions declared theirs once, at
+        ``initialize``, and ignore it.
         """
         self._check_open()
         if not self.ready:
             raise LocalProtocolError("the session is not ready: start() and wait for Ready first")
-        call = _Call(handle=0, method=method, params=dict(params or {}), log_level=log_level)
+        call = _Call(
+            handle=0,
+            method=method,
+            params=dict(params or {}),
+            log_level=log_level,
+            capabilities=dict(capabilities) if capabilities is not None else None,
+        )
         if progress:
             call.progress_token = f"mcpx-{next(self._tokens)}"
         call.sent = self._wire_params(call)
@@ -439,8 +454,9 @@ class ClientSession:
         if self._state.failed is not None:
             raise LocalProtocolError(self._state.failed)
 
-    def _declared(self, rev: Revision) -> dict[str, Any]:
-        caps: dict[str, Any] = downgrade(self.capabilities, "ClientCapabilities", rev)
+    def _declared(self, rev: Revision, own: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The capabilities declared in ``rev``: ``own`` (one call's), else the session's, cut to ``rev``."""
+        caps: dict[str, Any] = downgrade(self.capabilities if own is None else own, "ClientCapabilities", rev)
         return caps
 
     def _wire_params(self, call: _Call) -> dict[str, Any]:
@@ -450,7 +466,7 @@ class ClientSession:
             meta["progressToken"] = call.progress_token
         if self.modern:
             meta[META_PROTOCOL_VERSION] = str(MODERN)
-            meta[META_CLIENT_CAPABILITIES] = self._declared(MODERN)
+            meta[META_CLIENT_CAPABILITIES] = self._declared(MODERN, call.capabilities)
             meta[META_CLIENT_INFO] = self.client_info
             if call.log_level is not None:
                 meta[META_LOG_LEVEL] = call.log_level

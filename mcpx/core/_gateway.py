@@ -140,6 +140,7 @@ __all__ = [
     "gateway_tools",
     "mcpx_uri",
     "mcpx_uri_template",
+    "narrowed_capabilities",
     "parse_mcpx_uri",
     "rewrite_result_uris",
     "template_matches",
@@ -706,6 +707,37 @@ _TOOLS: Final[tuple[Mapping[str, Any], ...]] = (
     },
 )
 _TOOLS_BY_NAME: Final = {tool["name"]: tool for tool in _TOOLS}
+
+
+def narrowed_capabilities(own: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+    """What mcpx declares to an upstream for one host's call: its own capabilities, narrowed by the host's.
+
+    Seed §2.5 ("its declaration, not mcpx's"): mcpx never declares a
+    capability its host did not, so an upstream that needs sampling refuses
+    (-32021) instead of asking what nobody can answer.  Elicitation keeps the
+    modes both declare (``{}`` declares forms, as every revision reads it);
+    sampling and the rest keep the host's own sub-capabilities, since mcpx
+    relays the question as asked.  Roots stay declared (empty): mcpx answers
+    ``roots/list`` itself for a host that declared none.
+    """
+    out: dict[str, Any] = {}
+    for name, mine in own.items():
+        theirs = host.get(name)
+        if name == "roots":
+            out[name] = {}  # the host's roots, or mcpx's own; mcpx relays no roots/list_changed
+        elif not isinstance(theirs, Mapping) or not isinstance(mine, Mapping):
+            continue
+        elif name == "elicitation":
+            modes = ({"form", "url"} & set(theirs)) or {"form"}
+            kept = {
+                mode: dict(theirs[mode]) if isinstance(theirs.get(mode), Mapping) else {} for mode in modes
+            }
+            narrowed = {mode: value for mode, value in kept.items() if mode in mine or not mine}
+            if narrowed:
+                out[name] = narrowed
+        else:
+            out[name] = dict(theirs)
+    return out
 
 
 def gateway_tools() -> tuple[Mapping[str, Any], ...]:

@@ -303,6 +303,7 @@ def run_daemon(
 
     http = HttpConfig(
         bound_host=address,
+        header_params=gateway.header_params,
         app_paths=APP_PATHS,
         allowed_origins=frozenset(settings.names("transport.allowedOrigins")),
         allowed_hosts=frozenset(settings.names("transport.allowedHosts")),

@@ -13,7 +13,7 @@ that error.  In gateway mode mcpx's own tool list is fixed, so
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -30,6 +30,7 @@ from ..core._gateway import (
     UpstreamCatalog,
     gateway_tools,
 )
+from ..core._http_client import tool_header_params
 from ..server import Call, Context, Outcome, Server
 from ._upstreams import Upstreams
 
@@ -72,6 +73,8 @@ class GatewayServer(Server):
         self.upstreams = upstreams
         self.cursor_key = cursor_key
         self.passthrough = tuple(passthrough)
+        self.last_surface: GatewaySurface | None = None  # built over every upstream's catalog
+        self._header_params: dict[str, Mapping[str, str]] = {}
         unknown = [name for name in self.passthrough if name not in upstreams.servers]
         if unknown:
             configured = ", ".join(upstreams.servers) or "none"
@@ -96,7 +99,14 @@ class GatewayServer(Server):
         return None  # the gateway runs no call as a task yet
 
     def header_params(self, tool: str) -> Mapping[str, str]:
-        return {}
+        """A pass-through tool's ``x-mcp-header`` arguments, for the HTTP binding's ``Mcp-Param-*`` check.
+
+        From the last catalogs the gateway saw (the binding asks before the
+        request is routed, so it cannot wait for a fresh one): a tool nobody
+        has listed yet, a gateway tool, or one whose annotations are invalid
+        has none.
+        """
+        return self._header_params.get(tool, {})
 
     def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Call | Outcome:
         if method not in _LISTS and method not in _ROUTED and not (method in _PASSED and self.passthrough):
@@ -176,9 +186,13 @@ class GatewayServer(Server):
             async with anyio.create_task_group() as tg:
                 for name in names:
                     tg.start_soon(fetch, name)
-        return GatewaySurface(
+        surface = GatewaySurface(
             [catalogs[name] for name in names], cursor_key=self.cursor_key, passthrough=self.passthrough
         )
+        if full:
+            self.last_surface = surface
+            self._header_params = _header_params(catalogs[name] for name in self.passthrough)
+        return surface
 
     async def _catalog(self, name: str, scope_key: str | None) -> UpstreamCatalog:
         try:
@@ -194,6 +208,17 @@ class GatewayServer(Server):
             resources=found["resources"],
             resource_templates=found["resourceTemplates"],
         )
+
+
+def _header_params(catalogs: Iterable[UpstreamCatalog]) -> dict[str, Mapping[str, str]]:
+    """``{tool: {argument: header}}`` for pass-through tools, the first upstream listing a name owning it."""
+    found: dict[str, Mapping[str, str]] = {}
+    for catalog in catalogs:
+        for tool in catalog.tools:
+            name = tool.get("name") if isinstance(tool, Mapping) else None
+            if isinstance(name, str) and name not in found:
+                found[name] = tool_header_params(tool) or {}
+    return found
 
 
 def _completion_route(surface: GatewaySurface, params: Mapping[str, Any]) -> Route | GatewayError:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,19 @@ import anyio
 import anyio.abc
 
 from .. import __version__
-from ..client import Client, McpCallError, Resolver, connect_http, connect_sse, connect_stdio
+from ..client import Client, McpCallError, Resolver, RoundResolver, connect_http, connect_sse, connect_stdio
 from ..config import UpstreamServer
-from ..core import LOG_LEVELS, EraCache, ProbeConfig, ProbeDone, Progress, Revision, ServerNotification
+from ..core import (
+    LOG_LEVELS,
+    EraCache,
+    ProbeConfig,
+    ProbeDone,
+    Progress,
+    Question,
+    Revision,
+    ServerNotification,
+)
+from ..core._gateway import narrowed_capabilities
 from ..core._pool import (
     CallFailed,
     CallTimedOut,
@@ -53,6 +63,8 @@ UPSTREAM_CAPABILITIES: Mapping[str, Any] = {
     "roots": {},
 }
 """What mcpx declares to upstreams: it can put each kind of question to the host whose call asked."""
+OWN_ROOTS: Mapping[str, Any] = {"roots": []}
+"""mcpx's answer to ``roots/list`` for a host that declared no roots (seed §2.5 "Roots"; none are configured)."""
 _WATCH_INTERVAL = 0.25  # how often a running instance is checked for having gone away
 
 
@@ -83,6 +95,75 @@ def _progress_to(host: Context) -> Callable[[Progress], None]:
         host.report_progress(report.progress, report.total, report.message)
 
     return relay
+
+
+def _request_of(key: str, item: Any) -> tuple[str, Mapping[str, Any]]:
+    """The method and params of one ``inputRequests`` entry; ``McpCallError`` for one that names no method."""
+    method = item.get("method") if isinstance(item, Mapping) else None
+    params = item.get("params") if isinstance(item, Mapping) else None
+    if not isinstance(method, str):
+        raise McpCallError({"code": -32602, "message": f"the server's question {key!r} names no method"})
+    return method, params if isinstance(params, Mapping) else {}
+
+
+def _unattributed(what: str) -> McpCallError:
+    return McpCallError(
+        {"code": -32603, "message": f"mcpx cannot tell which of its callers {what} is for; not asked"}
+    )
+
+
+def _answered_by_mcpx(host: Context, method: str) -> Mapping[str, Any] | None:
+    """What mcpx answers without asking: its own roots, for a host that declared none (seed §2.5 "Roots")."""
+    if method == "roots/list" and not isinstance(host.client_capabilities.get("roots"), Mapping):
+        return dict(OWN_ROOTS)
+    return None
+
+
+async def _ask_host(host: Context, questions: list[Question]) -> dict[str, Any]:
+    """``questions`` put to ``host`` at once: its answers by key, or ``McpCallError`` saying why not."""
+    try:
+        return await host.ask(*questions)
+    except QuestionRefused as exc:  # -32021 with its requiredCapabilities: the host's own refusal
+        raise McpCallError({"code": exc.code, "message": exc.message, "data": exc.data}) from None
+    except QuestionFailed as exc:
+        raise McpCallError(
+            {"code": -32603, "message": str(exc), "data": {"inputKey": exc.key, "error": exc.error}}
+        ) from None
+
+
+async def _ask_round(host: Context, requests: Mapping[str, Any]) -> dict[str, Any]:
+    """``host``'s answers to a 2026-07-28 upstream's ``inputRequests``, under the upstream's keys.
+
+    The round is the upstream's answer to one call, so the host sees it as
+    asked: every question at once, under the upstream's keys (seed §2.5,
+    first bullet).  ``McpCallError`` when it cannot be answered: the host's
+    refusal is relayed as that refusal (-32021 with its
+    ``requiredCapabilities``).
+    """
+    answers: dict[str, Any] = {}
+    questions: list[Question] = []
+    for key, item in requests.items():
+        method, params = _request_of(key, item)
+        own = _answered_by_mcpx(host, method)
+        if own is not None:
+            answers[key] = own
+            continue
+        try:
+            questions.append(host.question(method, params, key=key))
+        except ValueError as exc:
+            raise McpCallError(
+                {"code": -32602, "message": f"the server's question {key!r} cannot be asked: {exc}"}
+            ) from None
+    if questions:
+        answers.update(await _ask_host(host, questions))
+    return answers
+
+
+def _round_resolver(host: Context) -> RoundResolver:
+    async def resolve(requests: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await _ask_round(host, requests)
+
+    return resolve
 
 
 def _era_key(server: UpstreamServer) -> str:
@@ -168,30 +249,20 @@ class Upstreams:
 
     # -- calls ---------------------------------------------------------------------------
 
-    async def request(
-        self,
-        server: str,
-        method: str,
-        params: Mapping[str, Any] | None = None,
-        *,
-        scope_key: str | None = None,
-        timeout: float | None = None,
-        on_progress: Callable[[Progress], None] | None = None,
-        host: Context | None = None,
-    ) -> Mapping[str, Any]:
-        """Send ``method`` to an instance of ``server``; its result, or ``McpCallError``.
+    @contextlib.asynccontextmanager
+    async def _instance(
+        self, server: str, scope_key: str | None, *, timeout: float | None = None, host: Context | None = None
+    ) -> AsyncIterator[tuple[Client, int, str]]:
+        """An instance of ``server`` granted by the pool for one call: ``(client, instance, call id)``.
 
-        ``timeout`` may lower ``pool.callTimeout`` for this call, never raise
-        it.  The upstream's own JSON-RPC errors come back as they were sent.
-        ``host`` is the host request being served: the upstream's progress for
-        this call, its log messages while the call runs, and its questions
-        when this call is the only one on the instance go to that host
-        (seed §3.4, §4.4).
+        Waits for the grant (starting an instance if needed) and releases it
+        on the way out, however the call ends.  A refusal, or an instance
+        that went away before the call could start, is ``McpCallError``
+        naming the server.  The caller runs the call inside
+        ``self._guarded(call_id)``, which the pool cancels on a timeout.
         """
         call_id = f"c{next(self._ids)}"
         waiter = self._waiters[call_id] = _Waiter(host=host)
-        if host is not None and on_progress is None:
-            on_progress = _progress_to(host)
         try:
             self.pool.acquire(server, scope_key, call_id, time.monotonic(), timeout=timeout)
             self._perform()
@@ -209,16 +280,69 @@ class Upstreams:
                         "message": f"server {server!r}: its process went away; call again to restart it",
                     }
                 )
+            yield running.client, waiter.instance, call_id
+        finally:
+            self._waiters.pop(call_id, None)
+            with anyio.CancelScope(shield=True):
+                self.pool.release(call_id, time.monotonic())
+                self._perform()
+
+    @contextlib.contextmanager
+    def _guarded(self, call_id: str) -> Iterator[None]:
+        """The call's own cancel scope: the pool cancels it when the call times out (``CallTimedOut``)."""
+        waiter = self._waiters[call_id]
+        with anyio.CancelScope() as scope:
+            waiter.scope = scope
+            yield
+        if scope.cancelled_caught:
+            assert waiter.error is not None  # only the pool cancels this scope
+            raise McpCallError(waiter.error)
+
+    async def request(
+        self,
+        server: str,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        scope_key: str | None = None,
+        timeout: float | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+        host: Context | None = None,
+    ) -> Mapping[str, Any]:
+        """Send ``method`` to an instance of ``server``; its result, or ``McpCallError``.
+
+        ``timeout`` may lower ``pool.callTimeout`` for this call, never raise
+        it.  The upstream's own JSON-RPC errors come back as they were sent.
+        ``host`` is the host request being served: the upstream's progress for
+        this call and its log messages while the call runs go to that host
+        (seed §3.4, §4.4).  So do its questions: a 2026-07-28 upstream's input
+        round, which belongs to this call whatever else runs on the instance,
+        and a legacy upstream's server requests when this call is the only
+        one on the instance.  A 2026-07-28 upstream is told the host's
+        capabilities narrowed onto mcpx's (``narrowed_capabilities``).
+        """
+        if host is not None and on_progress is None:
+            on_progress = _progress_to(host)
+        async with self._instance(server, scope_key, timeout=timeout, host=host) as (
+            client,
+            instance,
+            call_id,
+        ):
+            fitted: dict[str, Any] = {}
+            if host is not None:
+                fitted["capabilities"] = narrowed_capabilities(self._capabilities, host.client_capabilities)
+                fitted["on_round"] = _round_resolver(host)
             budget = self.pool.budget_for(call_id)
-            with anyio.CancelScope() as scope:
-                waiter.scope = scope
+            with self._guarded(call_id):
                 try:
-                    return await running.client.request(
-                        method, params, on_progress=on_progress, timeout=budget, log_level="debug"
+                    return await client.request(
+                        method, params, on_progress=on_progress, timeout=budget, log_level="debug", **fitted
                     )
                 except McpCallError as exc:
-                    if running.client.session.closed:  # not the upstream's answer: the upstream went away
-                        self._crashed(waiter.instance, running, f"server {server!r} exited during a call")
+                    if client.session.closed:  # not the upstream's answer: the upstream went away
+                        running = self._running.get(instance)
+                        if running is not None:
+                            self._crashed(instance, running, f"server {server!r} exited during a call")
                         raise McpCallError(
                             {
                                 "code": exc.code,
@@ -227,13 +351,7 @@ class Upstreams:
                             }
                         ) from None
                     raise
-            assert waiter.error is not None  # only the pool cancels this scope
-            raise McpCallError(waiter.error)
-        finally:
-            self._waiters.pop(call_id, None)
-            with anyio.CancelScope(shield=True):
-                self.pool.release(call_id, time.monotonic())
-                self._perform()
+        raise AssertionError("unreachable: _guarded raises when the call did not return")
 
     async def catalog(self, server: str, *, scope_key: str | None = None) -> dict[str, Any]:
         """What ``server`` offers: tools, prompts, resources and templates, and what it declared.
@@ -241,21 +359,8 @@ class Upstreams:
         Lists the server did not declare are empty; each list comes from the
         instance's cache (dropped when the server announces a change).
         """
-        call_id = f"c{next(self._ids)}"
-        waiter = self._waiters[call_id] = _Waiter()
-        try:
-            self.pool.acquire(server, scope_key, call_id, time.monotonic())
-            self._perform()
-            await waiter.granted.wait()
-            if waiter.error is not None:
-                raise McpCallError(waiter.error)
-            assert waiter.instance is not None
-            running = self._running.get(waiter.instance)
-            if running is None or running.client is None:
-                raise McpCallError({"code": -32603, "message": f"server {server!r}: its instance went away"})
-            client = running.client
-            with anyio.CancelScope() as scope:
-                waiter.scope = scope
+        async with self._instance(server, scope_key) as (client, _, call_id):
+            with self._guarded(call_id):
                 caps = await client.server_capabilities()
                 found: dict[str, Any] = {
                     "capabilities": dict(caps),
@@ -273,13 +378,7 @@ class Upstreams:
                     found["resources"] = await client.cached_list("resources/list")
                     found["resourceTemplates"] = await client.cached_list("resources/templates/list")
                 return found
-            assert waiter.error is not None
-            raise McpCallError(waiter.error)
-        finally:
-            self._waiters.pop(call_id, None)
-            with anyio.CancelScope(shield=True):
-                self.pool.release(call_id, time.monotonic())
-                self._perform()
+        raise AssertionError("unreachable: _guarded raises when the call did not return")
 
     def status(self) -> tuple[ServerStatus, ...]:
         return self.pool.status(time.monotonic())
@@ -364,32 +463,30 @@ class Upstreams:
         return [w.host for c in calls if (w := self._waiters.get(str(c))) is not None and w.host is not None]
 
     async def _resolve(self, instance: int, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
-        """An upstream's question, put to the host whose call it belongs to (seed §3.4).
+        """A legacy upstream's question (a server request), put to the host whose call it is for (seed §3.4)."""
+        host = self._host_of(instance)
+        if host is None:
+            if self._resolver is not None:
+                return await self._resolver(method, params)
+            raise _unattributed(method)
+        own = _answered_by_mcpx(host, method)
+        if own is not None:
+            return own
+        question = host.question(method, params)
+        answer: Mapping[str, Any] = (await _ask_host(host, [question]))[question.key]
+        return answer
 
-        It belongs to a call only when that call is the only one in flight on
-        the instance; otherwise the attribution is ambiguous and nobody is
-        asked, since one host's question must never reach another.
+    def _host_of(self, instance: int) -> Context | None:
+        """The host whose call a legacy question on ``instance`` belongs to; ``None`` when that cannot be told.
+
+        A server request belongs to a call only when that call is the only one
+        in flight on the instance; otherwise the attribution is ambiguous and
+        nobody is asked, since one host's question must never reach another.
         """
         hosts = self._hosts_on(instance)
         if len(self.pool.calls_on(instance)) != 1 or len(hosts) != 1:
-            if self._resolver is not None:
-                return await self._resolver(method, params)
-            raise McpCallError(
-                {
-                    "code": -32603,
-                    "message": f"mcpx cannot tell which of its callers {method} is for; not asked",
-                }
-            )
-        host = hosts[0]
-        question = host.question(method, params)
-        try:
-            answers = await host.ask(question)
-        except QuestionRefused as exc:
-            raise McpCallError({"code": exc.code, "message": exc.message, "data": exc.data}) from None
-        except QuestionFailed as exc:
-            raise McpCallError({"code": -32603, "message": str(exc)}) from None
-        answer: Mapping[str, Any] = answers[question.key]
-        return answer
+            return None
+        return hosts[0]
 
     def _relay_log(self, instance: int, note: ServerNotification) -> None:
         """An upstream log message goes to every host with a call in flight on the instance (seed §4.4)."""

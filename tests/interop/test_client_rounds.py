@@ -195,6 +195,47 @@ def test_a_refused_question_fails_the_call_naming_its_key_and_sends_no_retry() -
     assert asked == ["roots/list", "elicitation/create"]
 
 
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_calls_own_round_resolver_answers_the_round_whole_and_its_refusal_is_the_calls_error(
+    backend: str,
+) -> None:
+    """``request(on_round=)``: the round under the server's keys in one go; the connection's resolver unused."""
+    rounds: list[Mapping[str, Any]] = []
+
+    async def connection_wide(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        raise AssertionError("the call's own round resolver answers its rounds")
+
+    async def whole(requests: Mapping[str, Any]) -> Mapping[str, Any]:
+        rounds.append(requests)
+        return {"a": ROOTS, "b": {"action": "decline"}}
+
+    async def refuses(requests: Mapping[str, Any]) -> Mapping[str, Any]:
+        raise McpCallError({"code": -32021, "message": "the host declared no elicitation", "data": {"x": 1}})
+
+    async def forgets(requests: Mapping[str, Any]) -> Mapping[str, Any]:
+        return {"a": ROOTS}
+
+    async def main() -> None:
+        async with connect_stdio(
+            server("two"), modern=True, capabilities=CAPABILITIES, resolver=connection_wide
+        ) as client:
+            result = await client.request("tools/call", {"name": "x"}, on_round=whole)
+            assert orjson.loads(result["content"][0]["text"]) == {"a": ROOTS, "b": {"action": "decline"}}
+            assert [sorted(r) for r in rounds] == [["a", "b"]]
+            with pytest.raises(McpCallError) as refused:
+                await client.request("tools/call", {"name": "x"}, on_round=refuses)
+            assert (refused.value.code, refused.value.message) == (-32021, "the host declared no elicitation")
+            assert refused.value.data == {"x": 1}
+            with pytest.raises(McpCallError, match="did not answer 'b'") as partial:
+                await client.request("tools/call", {"name": "x"}, on_round=forgets)
+            assert partial.value.code == -32603
+            # One retry, for the answered round; the refused and the partial ones sent none.
+            assert await seen(client) == [None, ["a", "b"], None, None]
+            await still_works(client)
+
+    anyio.run(main, backend=backend)
+
+
 def test_max_rounds_reaches_the_session_through_connect_stdio() -> None:
     async def answer(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
         return ROOTS

@@ -104,6 +104,21 @@ def test_modern_requests_restate_version_capabilities_and_client_info() -> None:
     assert only(c.next_actions(), Completed).handle == handle
 
 
+def test_one_request_may_declare_its_own_capabilities_on_every_attempt() -> None:
+    """A gateway narrows what it declares to its caller's: that request and its retries say so, no other."""
+    caps_key = "io.modelcontextprotocol/clientCapabilities"
+    c = ClientSession(client_info=INFO, capabilities={"elicitation": {}, "sampling": {}}, modern=True)
+    handle = c.request("tools/call", {"name": "t"}, capabilities={"elicitation": {"form": {}}})
+    c.request("tools/list")
+    first, listed = frames(c.next_actions())
+    assert first["params"]["_meta"][caps_key] == {"elicitation": {"form": {}}}
+    assert listed["params"]["_meta"][caps_key] == {"elicitation": {}, "sampling": {}}
+    asking(c, first["id"])
+    c.resume(handle, {"q": {"roots": []}}, request_state=only(c.next_actions(), InputRequired).request_state)
+    (retry,) = frames(c.next_actions())
+    assert retry["params"]["_meta"][caps_key] == {"elicitation": {"form": {}}}
+
+
 def test_input_required_rounds_keep_the_handle_use_fresh_ids_and_echo_the_state() -> None:
     c = ClientSession(client_info=INFO, capabilities={"elicitation": {}}, modern=True)
     handle = c.request("tools/call", {"name": "t"})

@@ -42,6 +42,7 @@ from mcpx.core._gateway import (
     gateway_tools,
     mcpx_uri,
     mcpx_uri_template,
+    narrowed_capabilities,
     parse_mcpx_uri,
     rewrite_result_uris,
     template_matches,
@@ -899,3 +900,20 @@ def test_gateway_answers_pass_strict_validation_and_their_output_schemas(
             fastjsonschema.compile(dict(schema), use_default=False)(
                 copy.deepcopy(result["structuredContent"])
             )
+
+
+def test_narrowed_capabilities_never_declare_what_the_host_did_not() -> None:
+    own = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}  # what mcpx declares
+    assert narrowed_capabilities(own, {}) == {"roots": {}}
+    assert narrowed_capabilities(own, {"sampling": {"tools": {}}, "experimental": {"x": {}}}) == {
+        "sampling": {"tools": {}},
+        "roots": {},
+    }
+    assert narrowed_capabilities(own, {"elicitation": {}}) == {"elicitation": {"form": {}}, "roots": {}}
+    assert narrowed_capabilities(own, {"elicitation": {"url": {}}, "roots": {"listChanged": True}}) == {
+        "elicitation": {"url": {}},
+        "roots": {},
+    }
+    assert narrowed_capabilities({"sampling": {}}, {"elicitation": {"form": {}}, "sampling": {}}) == {
+        "sampling": {}
+    }

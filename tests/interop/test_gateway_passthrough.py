@@ -1,0 +1,336 @@
+"""Pass-through end to end (seed §2.5): a real daemon, a real upstream, hosts of both eras.
+
+The daemon runs in a thread on loopback with ``mcpx demo --profile
+conformance`` (the official suite's fixture tools) as its one upstream,
+offered in pass-through mode and scoped per host connection, as
+scripts/conformance.sh runs it: a 2026-07-28 request is its own scope, so a
+round a test leaves unanswered holds only its own instance, and a question
+is always attributable to the one call that caused it.  2026-07-28 hosts are
+driven with raw HTTP, so every header and every key on the wire is the
+test's own; legacy hosts with mcpx's client, whose resolver answers the
+questions the gateway relays.
+"""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import http.client
+import itertools
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import orjson
+import pytest
+
+from mcpx.client import connect_http
+from mcpx.config import parse_config
+from mcpx.core import Revision
+from mcpx.gateway import run_daemon
+
+pytestmark = pytest.mark.timeout(120)
+
+MODERN = "2026-07-28"
+EVERYTHING = {"sampling": {}, "elicitation": {}, "roots": {"listChanged": True}}
+_ids = itertools.count(1)
+
+
+class Daemon:
+    """``run_daemon`` in a thread, passing ``mcpx demo --profile conformance`` through."""
+
+    def __init__(self, root: Path, *, scope: str = "connection") -> None:
+        command = orjson.dumps(sys.executable).decode()
+        config = f"""
+[servers.conformance]
+command = {command}
+args = ["-m", "mcpx", "demo", "--profile", "conformance"]
+scope = "{scope}"
+
+[mcp]
+passthrough = ["conformance"]
+
+[transport]
+port = 0
+"""
+        environ = {"MCPX_STATE": str(root / "state"), "HOME": str(root)}
+        self.config = parse_config(config, environ=environ, home=str(root))
+        self.stop = threading.Event()
+        self.urls: list[str] = []
+        bound = threading.Event()
+
+        def ready(urls: list[str]) -> None:
+            self.urls.extend(urls)
+            bound.set()
+
+        self.thread = threading.Thread(
+            target=run_daemon, args=(self.config,), kwargs={"ready": ready, "stop": self.stop}, daemon=True
+        )
+        self.thread.start()
+        assert bound.wait(30), "the daemon did not start"
+        self.mcp = next(u for u in self.urls if u.startswith("http"))
+
+    def post(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        capabilities: Mapping[str, Any] = EVERYTHING,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 60,
+    ) -> tuple[int, dict[str, Any]]:
+        """``timeout`` bounds the whole answer (``TimeoutError``), keep-alive comments or not."""
+        pool = concurrent.futures.ThreadPoolExecutor(1)  # not `with`: that would wait for a hung answer
+        try:
+            return pool.submit(self._post, method, params, capabilities, headers).result(timeout=timeout)
+        finally:
+            pool.shutdown(wait=False)
+
+    def _post(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        capabilities: Mapping[str, Any],
+        headers: Mapping[str, str] | None,
+    ) -> tuple[int, dict[str, Any]]:
+        """One 2026-07-28 request, as a host spells it; the HTTP status and the JSON-RPC response."""
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "passthrough-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": dict(capabilities),
+        }
+        body = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": {**params, "_meta": meta}}
+        sent = {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": MODERN,
+            "mcp-method": method,
+        }
+        if "name" in params:
+            sent["mcp-name"] = str(params["name"])
+        sent.update(headers or {})
+        url = urlsplit(self.mcp)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
+        try:
+            conn.request("POST", url.path, body=orjson.dumps(body), headers=sent)
+            response = conn.getresponse()
+            data = response.read()
+            kind = response.getheader("content-type") or ""
+        finally:
+            conn.close()
+        if kind.startswith("text/event-stream"):  # the answer is the last data line that is a response
+            frames = [orjson.loads(line[5:]) for line in data.splitlines() if line.startswith(b"data:")]
+            data = orjson.dumps(next(f for f in reversed(frames) if "id" in f))
+        answer = orjson.loads(data)
+        assert answer["id"] == body["id"]
+        return response.status, answer
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(20)
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    running = Daemon(tmp_path_factory.mktemp("passthrough"))
+    yield running
+    running.close()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """The same, with one upstream instance for every host (``scope = "shared"``, the default)."""
+    running = Daemon(tmp_path_factory.mktemp("shared"), scope="shared")
+    yield running
+    running.close()
+
+
+def call(name: str, arguments: Mapping[str, Any] | None = None, **more: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": dict(arguments or {}), **more}
+
+
+def text_of(result: Mapping[str, Any]) -> str:
+    return str(result["content"][0]["text"])
+
+
+def b64(text: str) -> str:
+    return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
+
+
+# -- Mcp-Param-* headers of a pass-through tool's x-mcp-header arguments ---------------------
+
+
+def test_the_mcp_param_headers_of_a_passthrough_tool_are_checked_against_its_arguments(
+    daemon: Daemon,
+) -> None:
+    status, listed = daemon.post("tools/list", {})
+    assert status == 200
+    tool = next(t for t in listed["result"]["tools"] if t["name"] == "test_x_mcp_header")
+    assert (
+        tool["inputSchema"]["properties"]["region"]["x-mcp-header"] == "Region"
+    )  # listed as the upstream has it
+
+    status, answer = daemon.post("tools/call", call("test_x_mcp_header", {"region": "Hello"}))
+    assert status == 400 and answer["error"]["code"] == -32020  # the argument is there, its header is not
+    assert "Mcp-Param-Region" in answer["error"]["message"]
+    for bad in ("=?base64?SGVsbG8?=", "=?base64?SGVs!!!bG8=?=", "Goodbye"):
+        status, answer = daemon.post(
+            "tools/call", call("test_x_mcp_header", {"region": "Hello"}), headers={"mcp-param-region": bad}
+        )
+        assert status == 400 and answer["error"]["code"] == -32020, bad
+
+    for good in ("Hello", b64("Hello")):
+        status, answer = daemon.post(
+            "tools/call", call("test_x_mcp_header", {"region": "Hello"}), headers={"mcp-param-region": good}
+        )
+        assert status == 200 and text_of(answer["result"]) == "region: Hello", good
+    # A tool without x-mcp-header arguments asks for no header.
+    status, answer = daemon.post("tools/call", call("test_simple_text"))
+    assert status == 200 and not answer["result"].get("isError")
+
+
+def test_mcpx_own_modern_client_sends_the_headers_the_gateway_checks(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with connect_http(daemon.mcp, modern=True) as client:
+            await client.list_tools()  # learns the tool's x-mcp-header mapping
+            result = await client.call_tool("test_x_mcp_header", {"region": "Zürich"})
+            assert text_of(result) == "region: Zürich"
+
+    anyio.run(main)
+
+
+# -- an upstream's input round, as the host sees it ------------------------------------------
+
+
+def test_an_upstream_round_reaches_a_modern_host_whole_and_under_the_upstreams_keys(daemon: Daemon) -> None:
+    status, first = daemon.post("tools/call", call("test_input_required_result_multiple_inputs"))
+    assert status == 200
+    result = first["result"]
+    assert result["resultType"] == "input_required"
+    asked = result["inputRequests"]
+    assert {key: q["method"] for key, q in asked.items()} == {
+        "user_name": "elicitation/create",
+        "greeting": "sampling/createMessage",
+        "client_roots": "roots/list",
+    }
+    responses = {
+        "user_name": {"action": "accept", "content": {"name": "Alice"}},
+        "greeting": {
+            "role": "assistant",
+            "content": {"type": "text", "text": "Hello there!"},
+            "model": "test-model",
+            "stopReason": "endTurn",
+        },
+        "client_roots": {"roots": [{"uri": "file:///test/root", "name": "Test Root"}]},
+    }
+    status, done = daemon.post(
+        "tools/call",
+        call(
+            "test_input_required_result_multiple_inputs",
+            inputResponses=responses,
+            requestState=result["requestState"],
+        ),
+    )
+    assert status == 200 and done["result"]["resultType"] == "complete"
+    assert text_of(done["result"]) == "Got client_roots, greeting, user_name"
+
+    status, one = daemon.post("tools/call", call("test_input_required_result_elicitation"))
+    assert list(one["result"]["inputRequests"]) == ["user_name"]  # not a key of mcpx's making
+
+
+def test_rounds_of_calls_sharing_an_upstream_instance_each_reach_their_own_host(shared: Daemon) -> None:
+    # A 2026-07-28 round is the upstream's answer to one call: it belongs to that call's host
+    # even while another host's round is open on the same instance.
+    status, first = shared.post("tools/call", call("test_input_required_result_elicitation"))
+    assert status == 200 and list(first["result"]["inputRequests"]) == ["user_name"]
+    status, second = shared.post(
+        "tools/call", call("test_input_required_result_capabilities"), capabilities={"sampling": {}}
+    )
+    assert status == 200 and list(second["result"]["inputRequests"]) == ["greeting"]
+    status, done = shared.post(
+        "tools/call",
+        call(
+            "test_input_required_result_capabilities",
+            inputResponses={
+                "greeting": {"role": "assistant", "content": {"type": "text", "text": "hey"}, "model": "m"}
+            },
+            requestState=second["result"]["requestState"],
+        ),
+        capabilities={"sampling": {}},
+    )
+    assert text_of(done["result"]) == "Got client_roots, greeting"
+    status, done = shared.post(
+        "tools/call",
+        call(
+            "test_input_required_result_elicitation",
+            inputResponses={"user_name": {"action": "accept", "content": {"name": "Carol"}}},
+            requestState=first["result"]["requestState"],
+        ),
+        timeout=15,
+    )
+    assert text_of(done["result"]) == "Hello, Carol!"
+
+
+def test_a_legacy_host_is_asked_each_question_of_the_round(daemon: Daemon) -> None:
+    asked: list[str] = []
+
+    async def resolver(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        asked.append(method)
+        if method == "elicitation/create":
+            return {"action": "accept", "content": {"name": "Bob"}}
+        if method == "sampling/createMessage":
+            return {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}
+        return {"roots": [{"uri": "file:///r"}]}
+
+    async def main() -> None:
+        async with connect_http(
+            daemon.mcp, offer=Revision.V2025_11_25, resolver=resolver, capabilities=EVERYTHING
+        ) as client:
+            result = await client.call_tool("test_input_required_result_multiple_inputs")
+            assert text_of(result) == "Got client_roots, greeting, user_name"
+
+    anyio.run(main)
+    assert sorted(asked) == ["elicitation/create", "roots/list", "sampling/createMessage"]
+
+
+# -- the host's capabilities, not mcpx's, reach the upstream ---------------------------------
+
+
+def test_the_upstream_asks_only_what_the_calling_host_declared(daemon: Daemon) -> None:
+    status, first = daemon.post(
+        "tools/call", call("test_input_required_result_capabilities"), capabilities={"sampling": {}}
+    )
+    assert status == 200
+    # No elicitation: the host did not declare it.  No roots question either: the host
+    # declared none, so mcpx answered the upstream with its own (seed §2.5, "Roots").
+    assert list(first["result"]["inputRequests"]) == ["greeting"]
+    status, done = daemon.post(
+        "tools/call",
+        call(
+            "test_input_required_result_capabilities",
+            inputResponses={
+                "greeting": {"role": "assistant", "content": {"type": "text", "text": "hey"}, "model": "m"}
+            },
+            requestState=first["result"]["requestState"],
+        ),
+        capabilities={"sampling": {}},
+    )
+    assert text_of(done["result"]) == "Got client_roots, greeting"
+
+    # Another host declaring everything is asked everything.
+    status, other = daemon.post("tools/call", call("test_input_required_result_capabilities"))
+    assert set(other["result"]["inputRequests"]) == {"user_name", "greeting", "client_roots"}
+
+
+def test_a_tool_needing_what_the_host_did_not_declare_is_the_upstreams_minus_32021(daemon: Daemon) -> None:
+    status, answer = daemon.post("tools/call", call("test_missing_capability"), capabilities={})
+    assert status == 400
+    error = answer["error"]
+    assert error["code"] == -32021
+    assert error["data"] == {
+        "requiredCapabilities": {"sampling": {}}
+    }  # the schema's shape, as the upstream said
