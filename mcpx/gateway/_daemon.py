@@ -27,7 +27,7 @@ import orjson
 from .. import __version__
 from ..client import McpCallError
 from ..config import Config, UpstreamServer, ensure_state_dir, write_state_file
-from ..core import REVISIONS, AppRequest, HttpConfig
+from ..core import REVISIONS, AppRequest, HttpConfig, Revision
 from ..core._pool import PoolConfig
 from ..drivers import serve_http
 from ..drivers._async import AppResponse
@@ -292,7 +292,12 @@ def run_daemon(
     address = str(settings.value("transport.address"))
     port = settings.integer("transport.port")
     unix_path = str(state / "mcpx.sock")
-    upstreams = Upstreams(servers, state_dir=state, pool=pool)
+    upstreams = Upstreams(
+        servers,
+        state_dir=state,
+        pool=pool,
+        answer_modern_requests=Revision.V2026_07_28 in settings.value("spec.lenient"),
+    )
     gateway = GatewayServer(
         upstreams, cursor_key=secrets.token_bytes(32), passthrough=passthrough, version=__version__
     )

@@ -186,8 +186,16 @@ class Upstreams:
         pool: PoolConfig | None = None,
         resolver: Resolver | None = None,
         capabilities: Mapping[str, Any] | None = None,
+        answer_modern_requests: bool = False,
     ) -> None:
+        """``answer_modern_requests``: answer a 2026-07-28 upstream's server requests as a legacy one's.
+
+        That revision has no server-to-client requests and its stdio page says
+        a client must not answer them; ``spec.lenient`` naming 2026-07-28
+        turns this on (seed §1.1).
+        """
         self.servers = dict(servers)
+        self._answer_modern_requests = answer_modern_requests
         self.pool = Pool({name: str(s.scope) for name, s in self.servers.items()}, config=pool)
         self._tg: anyio.abc.TaskGroup | None = None
         self._cache_path = era_cache_path(state_dir)
@@ -509,6 +517,7 @@ class Upstreams:
             "resolver": resolver,
             "client_info": CLIENT_INFO,
             "call_timeout": self.pool.config.call_timeout,
+            "answer_modern_requests": self._answer_modern_requests,
         }
         if server.url is None:
             offer = revision if era == "legacy" else None

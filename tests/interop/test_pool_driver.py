@@ -9,6 +9,7 @@ real one, with short settings.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -118,3 +119,52 @@ def test_an_idle_instance_is_reaped_and_started_again_on_use(tmp_path: Path) -> 
         assert second != first and upstreams.status()[0].spawn_count == 2
 
     run(PoolConfig(idle_timeout=0.3), tmp_path, body)
+
+
+ASKING = r"""
+import json, select, sys
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n"); sys.stdout.flush()
+def result(id_, value):
+    send({"jsonrpc": "2.0", "id": id_, "result": {"resultType": "complete", **value}})
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("method") == "server/discover":
+        result(msg["id"], {
+            "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+            "serverInfo": {"name": "asks-anyway", "version": "1"},
+        })
+    elif msg.get("method") == "tools/call":
+        # 2026-07-28 has no server requests; this server sends one anyway and waits a second.
+        send({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"})
+        ready, _, _ = select.select([sys.stdin], [], [], 1.0)
+        answer = json.loads(sys.stdin.readline()) if ready else None
+        said = json.dumps(answer["result"]["roots"]) if answer and "result" in answer else "no answer"
+        result(msg["id"], {"content": [{"type": "text", "text": said}]})
+    elif "id" in msg and "method" in msg:
+        send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "no"}})
+"""
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_a_modern_upstreams_server_request_is_answered_only_when_spec_lenient_names_2026(
+    tmp_path: Path, lenient: bool
+) -> None:
+    """``answer_modern_requests`` (the daemon sets it from ``spec.lenient``) reaches the upstream client."""
+    roots = [{"uri": "file:///work", "name": "work"}]
+
+    async def resolver(method: str, params: object) -> dict[str, object]:
+        assert method == "roots/list"
+        return {"roots": roots}
+
+    async def main() -> None:
+        servers = {"asks": UpstreamServer(name="asks", command=sys.executable, args=("-c", ASKING))}
+        upstreams = Upstreams(servers, state_dir=tmp_path, resolver=resolver, answer_modern_requests=lenient)
+        async with anyio.create_task_group() as tg:
+            upstreams.attach(tg)
+            with anyio.fail_after(20):
+                answer = await upstreams.request("asks", "tools/call", {"name": "t", "arguments": {}})
+            assert text(answer) == (json.dumps(roots) if lenient else "no answer")
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
