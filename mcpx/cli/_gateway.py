@@ -1,25 +1,49 @@
-"""The gateway's commands: ``mcpx daemon`` and the commands that talk to it over /v1.
+"""The gateway's commands: ``mcpx daemon`` and the commands that talk to a daemon.
 
 ``mcpx daemon`` serves /mcp and /v1 on one listener (mcpx/gateway/_daemon.py)
 and records where in ``<state>/daemon.json``; ``mcpx servers``, ``mcpx tools``,
 ``mcpx call SERVER TOOL``, ``mcpx restart`` and ``mcpx status`` read that file
-and ask the daemon.  Each prints JSON with ``--json`` (or when stdout is not a
-terminal) and something shorter for a person otherwise.
+and ask the daemon over /v1.  Each prints JSON with ``--json`` (or when stdout
+is not a terminal) and something shorter for a person otherwise.
+
+``--daemon`` (the ``daemon.endpoint`` setting, ``MCPX_DAEMON``;
+mcpx/config/_endpoint.py) names another daemon: ``http://host:port`` is its
+/v1 directly; ``ssh://[user@]host[:port]`` runs ``ssh … mcpx serve
+--transport stdio`` and does the same work with the gateway's MCP tools
+(``mcpx_servers``; ``mcpx_search`` + ``mcpx_describe`` for ``tools``;
+``mcpx_call``).  ``restart`` and ``status`` have no MCP counterpart and say so.
+Every failure to reach a daemon is one line on stderr saying what to do, and
+exit code 2.
+
+While ``mcpx call`` runs, the upstream's progress is drawn on stderr when
+stderr is a terminal (``/v1/call`` with ``"progress": true``, read line by
+line as application/x-ndjson; not over ssh://).  stdout carries only the
+result, so ``--json`` and pipes get exactly what they got before.
 """
 
 from __future__ import annotations
 
 import http.client
 import os
+import shlex
 import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import orjson
 import typer
 
+from ..config._endpoint import DaemonEndpoint
 from ._settings import collect_flags
+
+if TYPE_CHECKING:
+    from ..client import Client
+
+T = TypeVar("T")
 
 StateOption = Annotated[
     str | None,
@@ -32,6 +56,16 @@ ConfigOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+DaemonOption = Annotated[
+    str | None,
+    typer.Option(
+        "--daemon",
+        help=(
+            "The daemon to ask: ssh://[user@]host[:port] or http://host:port "
+            "(daemon.endpoint; default: MCPX_DAEMON, else this machine's)."
+        ),
+    ),
+]
 
 
 class DaemonError(Exception):
@@ -61,15 +95,38 @@ def daemon_info(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 
 def daemon_request(
-    state_dir: str | os.PathLike[str], method: str, path: str, body: Any = None, *, timeout: float = 600.0
+    state_dir: str | os.PathLike[str],
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    timeout: float = 600.0,
+    endpoint: DaemonEndpoint | None = None,
 ) -> tuple[int, Any]:
-    """One /v1 request to the running daemon: (HTTP status, JSON body)."""
-    info = daemon_info(state_dir)
-    if info is None:
+    """One /v1 request: (HTTP status, JSON body).
+
+    To ``endpoint`` when it is an http:// one, else to the daemon recorded in
+    ``<state_dir>/daemon.json``.  An ssh:// endpoint has no /v1 to reach:
+    ``DaemonError`` (callers route ssh:// through ``_over_ssh`` instead).
+    """
+    if endpoint is not None and endpoint.scheme == "ssh":
         raise DaemonError(
-            f"no mcpx daemon is running for state directory {state_dir}; start one with `mcpx daemon`"
+            f"{endpoint} reaches the daemon's MCP surface only, not its ops API (/v1); "
+            f"use --daemon http://HOST:PORT, or run the command there: {shlex.join(endpoint.ssh_argv(['mcpx']))} ..."
         )
-    url = urlsplit(str(info["url"]))
+    if endpoint is not None:
+        base = endpoint.base_url
+        restart_hint = f"check that a daemon listens at {base} (`mcpx daemon --port N` there)"
+    else:
+        info = daemon_info(state_dir)
+        if info is None:
+            raise DaemonError(
+                f"no mcpx daemon is running for state directory {state_dir}; start one with `mcpx daemon`, "
+                "or name another with --daemon ssh://HOST (or MCPX_DAEMON)"
+            )
+        base = str(info["url"])
+        restart_hint = "restart it with `mcpx daemon`"
+    url = urlsplit(base)
     connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=timeout)
     payload = orjson.dumps(body) if body is not None else None
     headers = {"content-type": "application/json"} if payload is not None else {}
@@ -78,15 +135,30 @@ def daemon_request(
         response = connection.getresponse()
         data = response.read()
     except OSError as exc:
-        raise DaemonError(
-            f"the mcpx daemon at {info['url']} did not answer: {exc}; restart it with `mcpx daemon`"
-        ) from None
+        raise DaemonError(f"the mcpx daemon at {base} did not answer: {exc}; {restart_hint}") from None
     finally:
         connection.close()
     try:
         return response.status, orjson.loads(data) if data else None
     except orjson.JSONDecodeError:
-        raise DaemonError(f"the daemon answered {response.status} with something that is not JSON") from None
+        raise DaemonError(
+            f"{base} answered {response.status} with something that is not JSON; is it an mcpx daemon?"
+        ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The daemon a command talks to: ``endpoint``, or (``None``) the one recorded in ``state``."""
+
+    state: str
+    endpoint: DaemonEndpoint | None = None
+
+
+def _target(state: str | None, daemon: str | None, config: str | None = None) -> Target:
+    """state.dir and daemon.endpoint from every layer; exit 2 with the reason when either is bad."""
+    loaded = _load(config, {"state.dir": ("--state", state), "daemon.endpoint": ("--daemon", daemon)})
+    endpoint = loaded.settings.value("daemon.endpoint")
+    return Target(str(loaded.settings.value("state.dir")), endpoint)
 
 
 def _state(given: str | None, config: str | None = None) -> str:
@@ -94,17 +166,163 @@ def _state(given: str | None, config: str | None = None) -> str:
     return str(loaded.settings.value("state.dir"))
 
 
-def _ask(state: str, method: str, path: str, body: Any = None) -> Any:
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    """Say ``message`` on stderr as one line; the ``typer.Exit`` to raise."""
+    typer.echo(f"mcpx: {' '.join(message.split())}", err=True)
+    return typer.Exit(code)
+
+
+def _ask(target: Target | str, method: str, path: str, body: Any = None) -> Any:
+    """One /v1 request to ``target`` (a ``Target``, or a state directory); exits on an error answer."""
+    where = target if isinstance(target, Target) else Target(target)
     try:
-        status, answer = daemon_request(state, method, path, body)
+        status, answer = daemon_request(where.state, method, path, body, endpoint=where.endpoint)
     except DaemonError as exc:
-        typer.echo(f"mcpx: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise _fail(str(exc)) from None
     if status >= 400:
         error = (answer or {}).get("error", {}) if isinstance(answer, dict) else {}
-        typer.echo(f"mcpx: {error.get('message') or f'the daemon answered HTTP {status}'}", err=True)
-        raise typer.Exit(1 if status == 502 else 2)
+        raise _fail(error.get("message") or f"the daemon answered HTTP {status}", 1 if status == 502 else 2)
     return answer
+
+
+def _over_ssh(target: Target, work: Callable[[Client], Awaitable[T]]) -> T:
+    """Run ``work`` against the daemon behind an ssh:// endpoint, over ``ssh … mcpx serve``'s stdio.
+
+    A gateway tool's refusal (``isError``) or a failure to reach the daemon
+    exits 2; an upstream's JSON-RPC error exits 1, as a 502 from /v1 does.
+    """
+    import anyio
+
+    from ..client import McpCallError, connect_stdio
+
+    endpoint = target.endpoint
+    assert endpoint is not None and endpoint.scheme == "ssh"
+    argv = endpoint.ssh_argv()
+    check = f"check that `{shlex.join(argv)}` runs from this shell (mcpx on the remote PATH)"
+
+    async def main() -> T:
+        # A failure leaves connect_stdio's task group before it is raised, so it is not an ExceptionGroup.
+        failure: Exception
+        async with connect_stdio(argv, modern=True, start_timeout=60.0, call_timeout=600.0) as client:
+            try:
+                return await work(client)
+            except DaemonError as exc:
+                failure = exc
+            except McpCallError as exc:
+                if not client.session.closed:
+                    failure = exc  # the daemon (or its upstream) answered with an error
+                else:
+                    failure = DaemonError(f"the connection to {endpoint} ended: {exc.message}; {check}")
+        raise failure
+
+    try:
+        return anyio.run(main)
+    except FileNotFoundError:
+        raise _fail(
+            f"ssh is not on PATH; install OpenSSH's client ({endpoint} runs `{shlex.join(argv)}`)"
+        ) from None
+    except OSError as exc:
+        raise _fail(f"could not start ssh for {endpoint}: {exc}") from None
+    except DaemonError as exc:
+        raise _fail(str(exc)) from None
+    except McpCallError as exc:
+        raise _fail(exc.message, 1) from None
+
+
+async def _gateway_tool(client: Client, name: str, arguments: dict[str, Any]) -> Any:
+    """A gateway tool's structured answer; ``DaemonError`` with its text when it refused (``isError``)."""
+    result = await client.call_tool(name, arguments)
+    texts = [str(b.get("text", "")) for b in result.get("content", []) if b.get("type") == "text"]
+    if result.get("isError"):
+        raise DaemonError(" ".join(texts) or f"{name} failed")
+    if isinstance(result.get("structuredContent"), dict):
+        return result["structuredContent"]
+    try:  # a revision before 2025-06-18 has no structuredContent: the same object as text
+        return orjson.loads(texts[0])
+    except (IndexError, orjson.JSONDecodeError):
+        raise DaemonError(
+            f"{name} answered something that is not JSON; is the remote mcpx current?"
+        ) from None
+
+
+_SEARCH_MAX = 100  # mcpx_search's largest limit (mcpx/core/_gateway.py)
+
+
+async def _mcp_tools(client: Client, server: str | None) -> dict[str, Any]:
+    """``GET /v1/tools``'s answer, built from mcpx_servers, mcpx_search and mcpx_describe."""
+    import anyio
+
+    from ..client import McpCallError
+
+    listed = await _gateway_tool(client, "mcpx_servers", {})
+    names = [str(s["name"]) for s in listed["servers"]]
+    if server is not None and server not in names:
+        raise DaemonError(
+            f"no server named {server!r} is configured (configured: {', '.join(names) or 'none'})"
+        )
+    errors = [
+        {"server": s["name"], "message": s.get("detail") or s["status"]}
+        for s in listed["servers"]
+        if s["status"] == "failed" and (server is None or s["name"] == server)
+    ]
+    found: list[dict[str, Any]] = []
+    for name in [server] if server is not None else names:
+        page = await _gateway_tool(client, "mcpx_search", {"query": "", "server": name, "limit": _SEARCH_MAX})
+        found.extend(page["tools"])
+        if page["total"] > len(page["tools"]):
+            errors.append(
+                {
+                    "server": name,
+                    "message": f"only {len(page['tools'])} of {page['total']} tools are listed over ssh://",
+                }
+            )
+    described: dict[int, dict[str, Any]] = {}
+
+    async def describe(i: int, entry: dict[str, Any]) -> None:
+        try:
+            answer = await _gateway_tool(
+                client, "mcpx_describe", {"server": entry["server"], "tool": entry["name"]}
+            )
+        except (DaemonError, McpCallError) as exc:  # listed a moment ago, gone now: say so, list the rest
+            errors.append({"server": entry["server"], "message": str(exc)})
+            return
+        described[i] = {"server": entry["server"], **answer["tool"]}
+
+    async with anyio.create_task_group() as tg:
+        for i, entry in enumerate(found):
+            tg.start_soon(describe, i, entry)
+    order = {name: i for i, name in enumerate(names)}
+    tools = sorted(described.values(), key=lambda t: (order[t["server"]], str(t.get("name"))))
+    if server is not None and errors and not tools:  # as /v1/tools' 502: the upstream failed, exit 1
+        raise McpCallError({"code": -32603, "message": errors[0]["message"]})
+    return {"tools": tools, "errors": errors}
+
+
+def _call_answer(target: Target, body: dict[str, Any]) -> Any:
+    """``POST /v1/call``'s answer from ``target``: over /v1, or through ``mcpx_call`` for ssh://."""
+    if target.endpoint is None or target.endpoint.scheme != "ssh":
+        return _ask(target, "POST", "/v1/call", body)
+    names = body["server"], body["tool"]
+    call = {"server": names[0], "tool": names[1], "arguments": body["arguments"]}
+
+    async def work(client: Client) -> Any:
+        result = await client.request(
+            "tools/call", {"name": "mcpx_call", "arguments": call}, timeout=body.get("timeout")
+        )
+        return {"server": names[0], "tool": names[1], "result": dict(result)}
+
+    return _over_ssh(target, work)
+
+
+def _no_mcp_counterpart(command: str, target: Target) -> None:
+    """Exit 2 when ``command`` (which needs /v1) is pointed at an ssh:// endpoint."""
+    endpoint = target.endpoint
+    if endpoint is not None and endpoint.scheme == "ssh":
+        raise _fail(
+            f"`mcpx {command}` needs the daemon's ops API (/v1), which {endpoint} does not reach (it speaks "
+            f"MCP only); run it there: {shlex.join(endpoint.ssh_argv(['mcpx', command]))}, "
+            "or use --daemon http://HOST:PORT"
+        )
 
 
 def _show(value: Any, as_json: bool) -> bool:
@@ -219,9 +437,24 @@ def register(app: typer.Typer) -> None:
         anyio.run(main, backend=backend, backend_options=options)
 
     @app.command()
-    def servers(state: StateOption = None, as_json: JsonOption = False) -> None:
-        """List the daemon's upstream servers and their pool state."""
-        answer = _ask(_state(state), "GET", "/v1/servers")
+    def servers(state: StateOption = None, as_json: JsonOption = False, daemon: DaemonOption = None) -> None:
+        """List the daemon's upstream servers and their pool state (over ssh://: mcpx_servers' view)."""
+        target = _target(state, daemon)
+        if target.endpoint is not None and target.endpoint.scheme == "ssh":
+
+            async def listed(client: Client) -> Any:
+                return await _gateway_tool(client, "mcpx_servers", {})
+
+            found = _over_ssh(target, listed)
+            if _show(found, as_json):
+                return
+            for entry in found["servers"]:
+                era = entry.get("revision") or "-"
+                typer.echo(
+                    f"{entry['name']:<16} {entry['status']:<12} {era:<10} {entry.get('tools', 0)} tools"
+                )
+            return
+        answer = _ask(target, "GET", "/v1/servers")
         if _show(answer, as_json):
             return
         for server in answer["servers"]:
@@ -234,10 +467,18 @@ def register(app: typer.Typer) -> None:
         server: Annotated[str | None, typer.Argument(help="Only this server's tools.")] = None,
         state: StateOption = None,
         as_json: JsonOption = False,
+        daemon: DaemonOption = None,
     ) -> None:
         """List the tools of every upstream server (or of SERVER)."""
-        path = "/v1/tools" + (f"?server={quote(server)}" if server else "")
-        answer = _ask(_state(state), "GET", path)
+        target = _target(state, daemon)
+        if target.endpoint is not None and target.endpoint.scheme == "ssh":
+
+            async def listed(client: Client) -> Any:
+                return await _mcp_tools(client, server)
+
+            answer = _over_ssh(target, listed)
+        else:
+            answer = _ask(target, "GET", "/v1/tools" + (f"?server={quote(server)}" if server else ""))
         if _show(answer, as_json):
             return
         for tool in answer["tools"]:
@@ -250,27 +491,147 @@ def register(app: typer.Typer) -> None:
     def restart(
         server: Annotated[str | None, typer.Argument(help="Only this server.")] = None,
         state: StateOption = None,
+        daemon: DaemonOption = None,
     ) -> None:
         """Restart a server's instances (or every server's) on the next call."""
-        answer = _ask(_state(state), "POST", "/v1/restart", {"server": server} if server else {})
+        target = _target(state, daemon)
+        _no_mcp_counterpart("restart", target)
+        answer = _ask(target, "POST", "/v1/restart", {"server": server} if server else {})
         typer.echo(f"restarted: {', '.join(answer['restarted'])}")
 
     @app.command()
-    def status(state: StateOption = None, as_json: JsonOption = False) -> None:
+    def status(state: StateOption = None, as_json: JsonOption = False, daemon: DaemonOption = None) -> None:
         """Is a daemon running, where, and how are its servers."""
-        where = _state(state)
-        info = daemon_info(where)
-        if info is None:
-            typer.echo(f"mcpx: no daemon is running for {where}; start one with `mcpx daemon`", err=True)
-            raise typer.Exit(1)
-        health = _ask(where, "GET", "/health")
-        listed = _ask(where, "GET", "/v1/servers")
+        target = _target(state, daemon)
+        _no_mcp_counterpart("status", target)
+        if target.endpoint is not None:
+            info: dict[str, Any] = {"url": target.endpoint.base_url}
+        else:
+            found = daemon_info(target.state)
+            if found is None:
+                typer.echo(
+                    f"mcpx: no daemon is running for {target.state}; start one with `mcpx daemon`", err=True
+                )
+                raise typer.Exit(1)
+            info = found
+        health = _ask(target, "GET", "/health")
+        listed = _ask(target, "GET", "/v1/servers")
         summary = {"daemon": info, "health": health, "servers": listed["servers"]}
         if _show(summary, as_json):
             return
-        typer.echo(f"mcpx daemon {health['version']} (pid {info['pid']}) at {info['mcp']}")
+        where = f"(pid {info['pid']}) at {info['mcp']}" if "pid" in info else f"at {info['url']}"
+        typer.echo(f"mcpx daemon {health['version']} {where}")
         for server in listed["servers"]:
             typer.echo(f"  {server['name']:<16} {(server.get('pool') or {}).get('state', '?')}")
+
+
+_PROGRESS_REDRAW = 0.05  # seconds between two redraws of the progress line (the last report is always drawn)
+
+
+def _number(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class _ProgressLine:
+    """One line on stderr (a terminal), redrawn in place with the newest progress report, erased at the end."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.shown = False
+        self.drawn_at = 0.0
+        self.pending: str | None = None
+
+    def report(self, progress: Any) -> None:
+        if not isinstance(progress, dict):
+            return
+        done, total, message = progress.get("progress"), progress.get("total"), progress.get("message")
+        text = f"{self.label}: {_number(done)}"
+        if isinstance(total, int | float) and total > 0 and isinstance(done, int | float):
+            text += f"/{_number(total)} ({min(100, int(100 * done / total))}%)"
+        if isinstance(message, str) and message:
+            text += f" {message}"
+        self.pending = text
+        if time.monotonic() - self.drawn_at >= _PROGRESS_REDRAW:
+            self.draw()
+
+    def draw(self) -> None:
+        if self.pending is None:
+            return
+        try:
+            width = os.get_terminal_size(sys.stderr.fileno()).columns or 80
+        except (OSError, ValueError):
+            width = 80
+        sys.stderr.write("\r\x1b[K" + self.pending[: max(1, width - 1)])  # a wrapped line would not redraw
+        sys.stderr.flush()
+        self.shown, self.pending, self.drawn_at = True, None, time.monotonic()
+
+    def erase(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def _post_with_progress(
+    base: str, body: dict[str, Any], on_progress: Callable[[Any], None]
+) -> tuple[int, Any]:
+    """POST /v1/call with ``"progress": true`` to the daemon at ``base``: (HTTP status, JSON answer).
+
+    An application/x-ndjson answer is read line by line: each
+    ``{"progress": ...}`` line goes to ``on_progress`` and the last line is
+    the answer (an error line carries the ``status`` it would have had).
+    ``OSError``, ``ValueError`` or ``http.client.HTTPException`` when the
+    daemon cannot be reached or its answer cannot be read.
+    """
+    url = urlsplit(base)
+    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=600.0)
+    payload = orjson.dumps({**body, "progress": True})
+    try:
+        connection.request("POST", "/v1/call", body=payload, headers={"content-type": "application/json"})
+        response = connection.getresponse()
+        if response.getheader("content-type", "").split(";")[0].strip() != "application/x-ndjson":
+            data = response.read()
+            return response.status, orjson.loads(data) if data else None
+        last: Any = None
+        for line in response:
+            if line.strip():
+                last = orjson.loads(line)
+                if isinstance(last, dict) and set(last) == {"progress"}:
+                    on_progress(last["progress"])
+                    last = None
+    finally:
+        connection.close()
+    if last is None:
+        raise ValueError("the answer ended before the call's result")
+    if isinstance(last, dict) and "error" in last:
+        return int(last.get("status", 502)), last
+    return response.status, last
+
+
+def _call_showing_progress(target: Target, body: dict[str, Any], label: str) -> Any:
+    """``POST /v1/call``'s answer, the upstream's progress drawn on stderr meanwhile; exits as ``_ask`` does.
+
+    Over ssh:// (MCP only), or with no daemon to reach, this is
+    ``_call_answer``: no progress, and the same messages as every command.
+    """
+    if target.endpoint is not None and target.endpoint.scheme == "ssh":
+        return _call_answer(target, body)
+    info = daemon_info(target.state) if target.endpoint is None else {"url": target.endpoint.base_url}
+    if info is None:
+        return _call_answer(target, body)
+    base = str(info["url"])
+    line = _ProgressLine(label)
+    try:
+        status, answer = _post_with_progress(base, body, line.report)
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # not retried: the tool may have run
+        line.erase()
+        raise _fail(f"the mcpx daemon at {base} did not answer the call: {exc}; see its log") from None
+    line.draw()
+    line.erase()
+    if status >= 400:
+        error = (answer or {}).get("error", {}) if isinstance(answer, dict) else {}
+        raise _fail(error.get("message") or f"the daemon answered HTTP {status}", 1 if status == 502 else 2)
+    return answer
 
 
 def call_through_daemon(
@@ -281,12 +642,17 @@ def call_through_daemon(
     state: str | None,
     timeout: float | None,
     as_json: bool,
+    daemon: str | None = None,
 ) -> None:
-    """``mcpx call SERVER TOOL``: POST /v1/call; the result printed, exit 1 on isError or an upstream error."""
+    """``mcpx call SERVER TOOL``: POST /v1/call (or mcpx_call over ssh://); exit 1 on isError or an upstream error."""
     body: dict[str, Any] = {"server": server, "tool": tool, "arguments": arguments}
     if timeout is not None:
         body["timeout"] = timeout
-    answer = _ask(_state(state), "POST", "/v1/call", body)
+    target = _target(state, daemon)
+    if sys.stderr.isatty():  # a person is watching: show the upstream's progress there
+        answer = _call_showing_progress(target, body, f"{server}/{tool}")
+    else:
+        answer = _call_answer(target, body)
     result = answer["result"]
     if not _show(result, as_json):
         for block in result.get("content", []):

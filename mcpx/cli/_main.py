@@ -202,6 +202,12 @@ def call(
     state: Annotated[
         str | None, typer.Option("--state", help="State directory (era cache).", envvar="MCPX_STATE")
     ] = None,
+    daemon: Annotated[
+        str | None,
+        typer.Option(
+            "--daemon", help="The daemon to call through: ssh://[user@]host[:port] or http://host:port."
+        ),
+    ] = None,
 ) -> None:
     """Call a tool: `mcpx call SERVER TOOL` through the daemon, or `mcpx call TOOL -- COMMAND...|URL` directly.
 
@@ -241,7 +247,9 @@ def call(
             )
         from ._gateway import call_through_daemon
 
-        call_through_daemon(target[0], target[1], arguments, state=state, timeout=timeout, as_json=as_json)
+        call_through_daemon(
+            target[0], target[1], arguments, state=state, timeout=timeout, as_json=as_json, daemon=daemon
+        )
         return
     tool, command = target[0], target[1:]
     if not command:
@@ -373,6 +381,7 @@ def settings(
     address: Annotated[str | None, typer.Option(help="transport.address.")] = None,
     port: Annotated[str | None, typer.Option(help="transport.port.")] = None,
     state: Annotated[str | None, typer.Option("--state", help="state.dir.")] = None,
+    daemon: Annotated[str | None, typer.Option("--daemon", help="daemon.endpoint.")] = None,
 ) -> None:
     """Show each effective setting and where it came from (default, file, env, flag), and the servers.
 
@@ -391,6 +400,7 @@ def settings(
         "transport.address": ("--address", address),
         "transport.port": ("--port", port),
         "state.dir": ("--state", state),
+        "daemon.endpoint": ("--daemon", daemon),
     }
     try:
         flags, origins = collect_flags(set_ or [], named)

@@ -21,7 +21,7 @@ JSON (what MCP hosts already write, read as is)::
 
 Top level: ``servers`` (or ``mcpServers``, in either format) and one table per
 settings group (``spec``, ``proto``, ``pool``, ``transport``, ``mcp``,
-``state``); a dotted key (``"pool.callTimeout"``) works too.  In TOML an
+``state``, ``daemon``); a dotted key (``"pool.callTimeout"``) works too.  In TOML an
 unknown top-level key is an error; in JSON it is a warning, since a host's
 file carries its own keys.  ``parse_config`` collects every problem — bad
 settings, bad servers, a ``mcp.passthrough`` naming a server that is not

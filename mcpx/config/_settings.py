@@ -8,8 +8,9 @@ every key here is documented there.
 
 Environment variables are ``MCPX_`` + the key in upper snake case
 (``pool.callTimeout`` → ``MCPX_POOL_CALL_TIMEOUT``), except where the seed
-fixed another name: ``spec.first`` is ``MCPX_MCP_SPEC`` (like ``--mcp-spec``)
-and ``state.dir`` is ``MCPX_STATE``.  An empty environment variable counts as
+fixed another name: ``spec.first`` is ``MCPX_MCP_SPEC`` (like ``--mcp-spec``),
+``state.dir`` is ``MCPX_STATE`` and ``daemon.endpoint`` is ``MCPX_DAEMON`` (like
+``--daemon``).  An empty environment variable counts as
 unset.  Values from the environment and from flags are text (lists
 comma-separated); values from a file may be TOML/JSON values of the right type
 or the same text.
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..core import DEFAULT_MAX_LINE, REVISIONS, Revision, SpecPolicy, parse_revision
+from ._endpoint import ENDPOINT_FORMS, DaemonEndpoint, parse_endpoint
 
 __all__ = [
     "SETTINGS",
@@ -281,6 +283,20 @@ def _path() -> _Kind:
     return _Kind(allowed="a directory path (~ is your home directory)", parse=parse, show=str)
 
 
+def _endpoint() -> _Kind:
+    def parse(raw: object) -> DaemonEndpoint | None:
+        if not isinstance(raw, str):
+            raise ValueError("not a daemon endpoint")
+        return parse_endpoint(raw) if raw.strip() else None
+
+    return _Kind(
+        allowed=f"{ENDPOINT_FORMS} (empty: this machine's daemon)",
+        parse=parse,
+        show=lambda v: "(local)" if v is None else str(v),
+        json=lambda v: None if v is None else str(v),
+    )
+
+
 # --------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------
@@ -450,6 +466,17 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         env="MCPX_STATE",
         flag="--state",
         description="Where mcpx keeps its state (era cache, …); created 0700, files 0600.",
+    ),
+    SettingDef(
+        key="daemon.endpoint",
+        kind=_endpoint(),
+        default=None,  # the daemon recorded in <state.dir>/daemon.json
+        env="MCPX_DAEMON",
+        flag="--daemon",
+        description=(
+            "The daemon `mcpx servers`, `tools`, `call`, `restart` and `status` talk to: "
+            "ssh://[user@]host[:port] or http://host:port (default: this machine's)."
+        ),
     ),
 )
 

@@ -8,18 +8,44 @@ error is JSON ``{"error": {"code": <stable string>, "message": <what to do>}}``.
 
 The daemon writes ``<state>/daemon.json`` (0600) once it listens — its URL,
 unix socket and pid — so the CLI finds it, and removes it when it stops.
+
+Two ops reach an upstream's own answers beyond ``tools/call``:
+
+* ``POST /v1/call`` with ``"progress": true`` relays the upstream's
+  ``notifications/progress`` for the call (MCP 2025-03-26 and later,
+  Basic → Utilities → Progress; 2024-11-05 without ``message``).  The answer
+  stays plain JSON when the call ends before any progress arrives; once some
+  does, it is ``application/x-ndjson``: one ``{"progress": {...}}`` line per
+  report, then one final line, the plain answer's body — the result, or
+  ``{"error": ..., "status": <the HTTP status it would have had>}``.  The
+  call runs as a task of the daemon so its progress can be written while it
+  runs; a reader too slow for the reports sees the newest ones.
+* ``POST /v1/complete`` forwards ``completion/complete`` only to a server
+  that declared the ``completions`` capability (Server Features →
+  Completion): a server that did not may answer method-not-found or
+  anything at all, so the declaration is the only thing worth trusting
+  (seed §4.4 "Generic requests").  Any other server's answer comes from what
+  the catalog knows — for a resource template, the values of the listed
+  resources that match it (RFC 6570 ``{var}`` and ``{+var}`` only), narrowed
+  by ``context.arguments`` and by what was typed (a case-insensitive
+  prefix); for a prompt, nothing, since a prompt's arguments carry names but
+  no values — with ``"source": "cache"`` and the reason it was not asked.
+  An upstream that is asked gets ``context`` only from 2025-06-18 on, the
+  first revision whose ``CompleteRequest`` has it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import anyio.abc
 import orjson
@@ -27,7 +53,7 @@ import orjson
 from .. import __version__
 from ..client import McpCallError
 from ..config import Config, UpstreamServer, ensure_state_dir, write_state_file
-from ..core import REVISIONS, AppRequest, HttpConfig, Revision
+from ..core import REVISIONS, AppRequest, HttpConfig, Progress, Revision
 from ..core._pool import PoolConfig
 from ..drivers import serve_http
 from ..drivers._async import AppResponse
@@ -38,6 +64,9 @@ __all__ = ["DAEMON_FILE", "Ops", "run_daemon"]
 
 DAEMON_FILE = "daemon.json"
 APP_PATHS = ("/v1/", "/health", "/openapi.json")
+NDJSON = "application/x-ndjson"
+_PENDING_PROGRESS = 32  # progress lines held for a slow reader; beyond it the newest replaces the last
+_MAX_VALUES = 100  # completion values in one answer (MCP: "Must not exceed 100 items")
 
 
 class OpError(Exception):
@@ -46,6 +75,12 @@ class OpError(Exception):
     def __init__(self, status: int, code: str, message: str, data: Any = None) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.data = status, code, message, data
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return {"error": error}
 
 
 Handler = Callable[["Ops", Mapping[str, Any]], Awaitable[Any]]
@@ -59,6 +94,7 @@ class Op:
     summary: str
     handler: Handler
     body: Mapping[str, Any] | None = None  # JSON Schema of a POST body
+    ndjson: bool = False  # may answer application/x-ndjson (progress lines, then the answer)
 
 
 def _json(status: int, value: Any) -> AppResponse:
@@ -77,13 +113,86 @@ def _upstream_error(server: str, exc: McpCallError) -> OpError:
     return OpError(502, str(kind or "upstream-error"), exc.message, {"server": server, "jsonrpc": error})
 
 
-class Ops:
-    """The /v1 API over the daemon's pool and gateway."""
+class _ProgressRelay:
+    """One call's progress lines, then its final line: a streamed /v1/call answer (application/x-ndjson).
 
-    def __init__(self, config: Config, servers: Mapping[str, UpstreamServer], upstreams: Upstreams) -> None:
+    ``run`` carries out the call and ``progress`` is its ``on_progress``;
+    ``first`` is set by the first report or by the end, whichever comes
+    first, so the handler can still answer plain JSON when nothing was
+    relayed.  Iterating yields the lines as they come and ends after the
+    final one.  At most ``_PENDING_PROGRESS`` lines wait for the reader.
+    """
+
+    def __init__(self) -> None:
+        self.first = anyio.Event()
+        self.progressed = False
+        self.answer: Any = None
+        self.error: OpError | None = None
+        self._lines: deque[bytes] = deque()
+        self._wake = anyio.Event()
+        self._done = False
+
+    def progress(self, report: Progress) -> None:
+        if self._done:
+            return
+        entry: dict[str, Any] = {"progress": report.progress}
+        if report.total is not None:
+            entry["total"] = report.total
+        if report.message is not None:
+            entry["message"] = report.message
+        if len(self._lines) >= _PENDING_PROGRESS:
+            self._lines.pop()  # the reader is behind: it gets the newest report, never a stale one
+        self._lines.append(orjson.dumps({"progress": entry}) + b"\n")
+        self.progressed = True
+        self.first.set()
+        self._wake.set()
+
+    async def run(self, work: Callable[[Callable[[Progress], None]], Awaitable[Any]]) -> None:
+        """Run ``work(self.progress)`` to its end; it never raises (it runs in the daemon's task group)."""
+        try:
+            self.answer = await work(self.progress)
+            final = self.answer
+        except OpError as exc:
+            self.error = exc
+            final = {**exc.body(), "status": exc.status}
+        except Exception as exc:  # a bug costs this call, not the daemon
+            self.error = OpError(500, "internal", f"{type(exc).__name__}: {exc}")
+            final = {**self.error.body(), "status": 500}
+        self._lines.append(orjson.dumps(final) + b"\n")
+        self._done = True
+        self.first.set()
+        self._wake.set()
+
+    def __aiter__(self) -> _ProgressRelay:
+        return self
+
+    async def __anext__(self) -> bytes:
+        while not self._lines:
+            if self._done:
+                raise StopAsyncIteration
+            await self._wake.wait()
+            self._wake = anyio.Event()
+        return self._lines.popleft()
+
+
+class Ops:
+    """The /v1 API over the daemon's pool and gateway.
+
+    ``tg`` is the daemon's task group: a call whose progress is relayed runs
+    there, so it can go on while its answer is being written.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        servers: Mapping[str, UpstreamServer],
+        upstreams: Upstreams,
+        tg: anyio.abc.TaskGroup,
+    ) -> None:
         self.config = config
         self.servers = servers
         self.upstreams = upstreams
+        self.tg = tg
 
     async def handle(self, request: AppRequest) -> AppResponse:
         target = urlsplit(request.target)
@@ -98,12 +207,10 @@ class Ops:
                     )
                 try:
                     params = self._params(op, request, target.query)
-                    return _json(200, await op.handler(self, params))
+                    answer = await op.handler(self, params)
                 except OpError as exc:
-                    error: dict[str, Any] = {"code": exc.code, "message": exc.message}
-                    if exc.data is not None:
-                        error["data"] = exc.data
-                    return _json(exc.status, {"error": error})
+                    return _json(exc.status, exc.body())
+                return answer if isinstance(answer, AppResponse) else _json(200, answer)
         paths = ", ".join(sorted({op.path for op in OPS} | {"/openapi.json"}))
         return _json(
             404, {"error": {"code": "not-found", "message": f"no API at {target.path}; try {paths}"}}
@@ -138,6 +245,23 @@ class Ops:
                 404, "unknown-server", f"no server named {name!r} is configured (configured: {configured})"
             )
         return name
+
+    async def relayed(self, work: Callable[[Callable[[Progress], None]], Awaitable[Any]]) -> Any:
+        """``work(on_progress)``'s answer, with the progress it reports relayed.
+
+        Plain (the answer, or its ``OpError``) when ``work`` ends before
+        reporting any progress; otherwise an application/x-ndjson stream of
+        progress lines and then the answer's line, while ``work`` goes on in
+        the daemon's task group.
+        """
+        relay = _ProgressRelay()
+        self.tg.start_soon(relay.run, work)
+        await relay.first.wait()
+        if not relay.progressed:
+            if relay.error is not None:
+                raise relay.error
+            return relay.answer
+        return AppResponse(200, content_type=NDJSON, stream=relay)
 
 
 async def _health(ops: Ops, params: Mapping[str, Any]) -> Any:
@@ -194,13 +318,200 @@ async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
             "bad-request",
             '"timeout" is a positive number of seconds (it can only lower pool.callTimeout)',
         )
-    try:
-        result = await ops.upstreams.request(
-            server, "tools/call", {"name": tool, "arguments": arguments}, timeout=timeout
+    progress = params.get("progress", False)
+    if not isinstance(progress, bool):
+        raise OpError(
+            400,
+            "bad-request",
+            '"progress" is true (relay the upstream\'s progress as application/x-ndjson lines) or false',
         )
+
+    async def call(on_progress: Callable[[Progress], None] | None) -> Any:
+        try:
+            result = await ops.upstreams.request(
+                server,
+                "tools/call",
+                {"name": tool, "arguments": arguments},
+                timeout=timeout,
+                on_progress=on_progress,
+            )
+        except McpCallError as exc:
+            raise _upstream_error(server, exc) from None
+        return {"server": server, "tool": tool, "result": result}
+
+    return await (ops.relayed(call) if progress else call(None))
+
+
+_REF_HINT = '"ref" is {"type": "ref/prompt", "name": PROMPT} or {"type": "ref/resource", "uri": URI_TEMPLATE}'
+
+
+def _complete_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``completion/complete``'s params from a /v1/complete body, checked; only the fields MCP defines."""
+    ref = params.get("ref")
+    if not isinstance(ref, Mapping):
+        raise OpError(400, "bad-request", _REF_HINT)
+    if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str) and ref["name"]:
+        checked_ref = {"type": "ref/prompt", "name": ref["name"]}
+    elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str) and ref["uri"]:
+        checked_ref = {"type": "ref/resource", "uri": ref["uri"]}
+    else:
+        raise OpError(400, "bad-request", _REF_HINT)
+    argument = params.get("argument")
+    if (
+        not isinstance(argument, Mapping)
+        or not isinstance(argument.get("name"), str)
+        or not argument["name"]
+        or not isinstance(argument.get("value"), str)
+    ):
+        raise OpError(
+            400,
+            "bad-request",
+            '"argument" is {"name": ARGUMENT, "value": WHAT_IS_TYPED_SO_FAR} ("value" may be "")',
+        )
+    checked: dict[str, Any] = {
+        "ref": checked_ref,
+        "argument": {"name": argument["name"], "value": argument["value"]},
+    }
+    context = params.get("context")
+    if context is not None:
+        known = context.get("arguments", {}) if isinstance(context, Mapping) else None
+        if not isinstance(known, Mapping) or not all(isinstance(v, str) for v in known.values()):
+            raise OpError(
+                400,
+                "bad-request",
+                '"context" is {"arguments": {NAME: VALUE, ...}}: the arguments already chosen, as strings',
+            )
+        checked["context"] = {"arguments": dict(known)}
+    return checked
+
+
+def _template_pattern(template: str) -> tuple[re.Pattern[str], list[str]] | None:
+    """A regex matching the URIs ``template`` expands to, and its variables in group order.
+
+    RFC 6570 simple (``{var}``) and reserved (``{+var}``) expressions only;
+    any other (``{?q}``, ``{a,b}``, ...) gives ``None``: not matched.
+    """
+    pattern, names, position = "", [], 0
+    for expression in re.finditer(r"\{([^}]*)\}", template):
+        pattern += re.escape(template[position : expression.start()])
+        inner = expression.group(1)
+        reserved = inner.startswith("+")
+        name = inner[1:] if reserved else inner
+        if not re.fullmatch(r"[A-Za-z0-9_.%]+", name):
+            return None
+        pattern += "(.+)" if reserved else "([^/?#]+)"
+        names.append(name)
+        position = expression.end()
+    pattern += re.escape(template[position:])
+    return re.compile(pattern), names
+
+
+def _cached_values(
+    server: str, catalog: Mapping[str, Any], ref: Mapping[str, Any], argument: str, context: Mapping[str, str]
+) -> list[str]:
+    """The values ``argument`` of ``ref`` may take, as far as ``server``'s ``catalog`` knows.
+
+    ``OpError`` (404) for a prompt, template or argument the catalog lacks,
+    naming the ones it has.
+    """
+    if ref["type"] == "ref/prompt":
+        prompts: Sequence[Any] = catalog.get("prompts", [])
+        prompt = next((p for p in prompts if isinstance(p, Mapping) and p.get("name") == ref["name"]), None)
+        if prompt is None:
+            known = ", ".join(str(p.get("name")) for p in prompts if isinstance(p, Mapping)) or "none"
+            raise OpError(
+                404, "unknown-ref", f"server {server!r} has no prompt {ref['name']!r} (prompts: {known})"
+            )
+        arguments = [str(a.get("name")) for a in prompt.get("arguments") or [] if isinstance(a, Mapping)]
+        if argument not in arguments:
+            raise OpError(
+                404,
+                "unknown-argument",
+                f"prompt {ref['name']!r} of server {server!r} has no argument {argument!r} "
+                f"(arguments: {', '.join(arguments) or 'none'})",
+            )
+        return []  # a prompt's arguments are described by name only: nothing to offer
+    templates: Sequence[Any] = catalog.get("resourceTemplates", [])
+    if not any(isinstance(t, Mapping) and t.get("uriTemplate") == ref["uri"] for t in templates):
+        known = ", ".join(str(t.get("uriTemplate")) for t in templates if isinstance(t, Mapping)) or "none"
+        raise OpError(
+            404,
+            "unknown-ref",
+            f"server {server!r} has no resource template {ref['uri']!r} (templates: {known})",
+        )
+    matcher = _template_pattern(ref["uri"])
+    if matcher is None:
+        return []
+    pattern, names = matcher
+    if argument not in names:
+        raise OpError(
+            404,
+            "unknown-argument",
+            f"template {ref['uri']!r} of server {server!r} has no variable {argument!r} "
+            f"(variables: {', '.join(names) or 'none'})",
+        )
+    values: set[str] = set()
+    for resource in catalog.get("resources", []):
+        uri = resource.get("uri") if isinstance(resource, Mapping) else None
+        found = pattern.fullmatch(uri) if isinstance(uri, str) else None
+        if found is None:
+            continue
+        bound = {name: unquote(value) for name, value in zip(names, found.groups(), strict=True)}
+        if all(bound.get(k, v) == v for k, v in context.items() if k != argument):
+            values.add(bound[argument])
+    return sorted(values)
+
+
+def _not_asked(server: str, catalog: Mapping[str, Any]) -> str | None:
+    """Why ``server`` is not sent ``completion/complete``; ``None`` when it declared ``completions``."""
+    if "completions" in catalog.get("capabilities", {}):
+        return None
+    known = "the values come from mcpx's catalog of its prompts and resources"
+    if catalog.get("revision") == Revision.V2024_11_05:
+        return (
+            f"server {server!r} speaks MCP 2024-11-05, which has no completions capability to declare, "
+            f"so it was not asked (mcpx asks only servers that declare it); {known}"
+        )
+    return (
+        f"server {server!r} did not declare the completions capability, so it was not asked "
+        f"(a server that did not may answer anything); {known}"
+    )
+
+
+async def _complete(ops: Ops, params: Mapping[str, Any]) -> Any:
+    server = ops._server(params.get("server"))
+    request = _complete_params(params)
+    try:
+        catalog = await ops.upstreams.catalog(server)
     except McpCallError as exc:
         raise _upstream_error(server, exc) from None
-    return {"server": server, "tool": tool, "result": result}
+    reason = _not_asked(server, catalog)
+    if reason is None:
+        revision = catalog.get("revision")
+        if isinstance(revision, Revision) and revision < Revision.V2025_06_18:
+            request.pop("context", None)  # CompleteRequest has no context before 2025-06-18
+        try:
+            result = await ops.upstreams.request(server, "completion/complete", request)
+        except McpCallError as exc:
+            raise _upstream_error(server, exc) from None
+        completion = result.get("completion")
+        if not isinstance(completion, Mapping) or not isinstance(completion.get("values"), list):
+            raise OpError(
+                502,
+                "upstream-error",
+                f"server {server!r} answered completion/complete without completion.values",
+                {"server": server},
+            )
+        return {"server": server, "source": "upstream", "completion": completion}
+    typed = request["argument"]["value"].lower()
+    context = request.get("context", {}).get("arguments", {})
+    values = [
+        v
+        for v in _cached_values(server, catalog, request["ref"], request["argument"]["name"], context)
+        if v.lower().startswith(typed)
+    ]
+    completion = {"values": values[:_MAX_VALUES], "total": len(values), "hasMore": len(values) > _MAX_VALUES}
+    return {"server": server, "source": "cache", "reason": reason, "completion": completion}
 
 
 async def _protocol(ops: Ops, params: Mapping[str, Any]) -> Any:
@@ -235,8 +546,50 @@ OPS: tuple[Op, ...] = (
                 "tool": {"type": "string"},
                 "arguments": {"type": "object"},
                 "timeout": {"type": "number", "exclusiveMinimum": 0},
+                "progress": {"type": "boolean"},
             },
             "required": ["server", "tool"],
+        },
+        ndjson=True,
+    ),
+    Op(
+        "complete",
+        "POST",
+        "/v1/complete",
+        "Values for a prompt's or resource template's argument: the server's completion/complete "
+        "when it declared completions, else what the catalog knows (source: cache, with the reason).",
+        _complete,
+        {
+            "type": "object",
+            "properties": {
+                "server": {"type": "string"},
+                "ref": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "properties": {"type": {"const": "ref/prompt"}, "name": {"type": "string"}},
+                            "required": ["type", "name"],
+                        },
+                        {
+                            "type": "object",
+                            "properties": {"type": {"const": "ref/resource"}, "uri": {"type": "string"}},
+                            "required": ["type", "uri"],
+                        },
+                    ]
+                },
+                "argument": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+                    "required": ["name", "value"],
+                },
+                "context": {
+                    "type": "object",
+                    "properties": {
+                        "arguments": {"type": "object", "additionalProperties": {"type": "string"}}
+                    },
+                },
+            },
+            "required": ["server", "ref", "argument"],
         },
     ),
     Op(
@@ -261,11 +614,14 @@ def openapi() -> dict[str, Any]:
     """The /v1 API as OpenAPI 3.1, generated from ``OPS``."""
     paths: dict[str, Any] = {}
     for op in OPS:
-        entry: dict[str, Any] = {
-            "operationId": op.name,
-            "summary": op.summary,
-            "responses": {"200": {"description": "OK"}},
-        }
+        ok: dict[str, Any] = {"description": "OK"}
+        if op.ndjson:
+            ok = {
+                "description": 'OK: JSON; with "progress": true, once the upstream reports progress, '
+                'NDJSON: {"progress": {...}} lines, then the JSON answer as the last line',
+                "content": {"application/json": {}, NDJSON: {}},
+            }
+        entry: dict[str, Any] = {"operationId": op.name, "summary": op.summary, "responses": {"200": ok}}
         if op.body is not None:
             entry["requestBody"] = {"content": {"application/json": {"schema": op.body}}}
         paths.setdefault(op.path, {})[op.method.lower()] = entry
@@ -304,7 +660,7 @@ def run_daemon(
 
     def setup(tg: anyio.abc.TaskGroup) -> Callable[[AppRequest], Awaitable[AppResponse]]:
         upstreams.attach(tg)
-        return Ops(config, servers, upstreams).handle
+        return Ops(config, servers, upstreams, tg).handle
 
     http = HttpConfig(
         bound_host=address,

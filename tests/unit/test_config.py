@@ -317,7 +317,11 @@ def test_env_names_are_mcpx_plus_upper_snake_except_the_two_the_seed_fixed() -> 
     assert env_name("pool.callTimeout") == "MCPX_POOL_CALL_TIMEOUT"
     assert env_name("proto.stateTTL") == "MCPX_PROTO_STATE_TTL"
     exceptions = {s.key: s.env for s in SETTINGS if s.env != env_name(s.key)}
-    assert exceptions == {"spec.first": "MCPX_MCP_SPEC", "state.dir": "MCPX_STATE"}
+    assert exceptions == {
+        "spec.first": "MCPX_MCP_SPEC",
+        "state.dir": "MCPX_STATE",
+        "daemon.endpoint": "MCPX_DAEMON",
+    }
     assert len({s.env for s in SETTINGS}) == len(SETTINGS)
 
 
