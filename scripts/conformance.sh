@@ -5,9 +5,13 @@
 # (the suite's fixtures under their own names), offered in pass-through mode,
 # and runs ../shared/conformance/server-leg.sh against the daemon's /mcp: the
 # suite's client talks to mcpx, mcpx talks to the fixture server, and both
-# eras are spoken on each hop.  The upstream is scoped per host connection
-# (a 2026-07-28 request is its own scope), so a question the upstream asks is
-# always attributable to the one call that caused it.
+# eras are spoken on each hop.  One upstream instance is shared by every host,
+# as a configured server is by default: the fixture speaks 2026-07-28, whose
+# questions come back as input rounds on the call that asked, so each reaches
+# the host whose call it answers however many calls share the instance.  (Per
+# host connection, a 2026-07-28 request is its own scope and would start a
+# fresh upstream process for each one, slower than the suite's sub-second
+# read windows in server-stateless.)
 #
 # usage: scripts/conformance.sh [extra server-leg.sh args...]
 # env:   LOOP (asyncio|uvloop|trio, default asyncio), CONF_DIR (the suite), and
@@ -25,7 +29,7 @@ cat >"$WORK/config.toml" <<TOML
 [servers.conformance]
 command = "$PY"
 args = ["-m", "mcpx", "demo", "--profile", "conformance", "--loop", "$LOOP"]
-scope = "connection"
+scope = "shared"
 
 [mcp]
 passthrough = ["conformance"]

@@ -28,7 +28,10 @@ The mirror image of ``_session`` (seed §4; digest §3, §5, §11–12):
   the answer carries ``resultType: "complete"``, as every 2026-07-28 result must.
 * **Results are terminal unless they say otherwise.**  A missing
   ``resultType`` (every legacy server) is ``"complete"``; an unknown one is a
-  failure of that call, never a guess.
+  failure of that call, never a guess.  ``"task"`` (a CreateTaskResult of the
+  tasks extension) is known only to a call that declared that extension in
+  its own capabilities; it completes the call, and following the task
+  (``tasks/get``, ``tasks/update``) is up to the application.
 * **Cancellation** is ``notifications/cancelled`` — except for a 2026-07-28
   request on a transport with a stream per request (Streamable HTTP), where
   it is closing that stream (``AbandonStream``).  A server's
@@ -69,6 +72,7 @@ from ._revisions import (
     META_CLIENT_INFO,
     META_LOG_LEVEL,
     META_PROTOCOL_VERSION,
+    TASKS_EXTENSION,
     Revision,
     Sender,
     method_rule,
@@ -548,11 +552,18 @@ class ClientSession:
             call.waiting = False
             self._actions.append(InputRequired(handle=handle, input_requests=requests, request_state=state))
             return
-        if kind not in (None, "complete"):
+        if kind == "task" and self.modern and self._declares_tasks(call):
+            pass  # a CreateTaskResult for a call that said it can follow one: the application does
+        elif kind not in (None, "complete"):
             self._fail(handle, INTERNAL_ERROR, f"the server answered with an unknown resultType {kind!r}")
             return
         self._end(handle)
         self._actions.append(Completed(handle=handle, result=result))
+
+    def _declares_tasks(self, call: _Call) -> bool:
+        """Whether ``call`` declared the tasks extension (2026-07-28 per-request capabilities)."""
+        extensions = self._declared(MODERN, call.capabilities).get("extensions")
+        return isinstance(extensions, Mapping) and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
 
     def _retry_version(self, call: _Call, message: ErrorResponse) -> bool:
         """2026-07-28: a ``-32022`` whose ``supported`` names our revision gets one retry.

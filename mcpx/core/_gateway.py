@@ -718,7 +718,8 @@ def narrowed_capabilities(own: Mapping[str, Any], host: Mapping[str, Any]) -> di
     modes both declare (``{}`` declares forms, as every revision reads it);
     sampling and the rest keep the host's own sub-capabilities, since mcpx
     relays the question as asked.  Roots stay declared (empty): mcpx answers
-    ``roots/list`` itself for a host that declared none.
+    ``roots/list`` itself for a host that declared none.  Extensions keep only
+    those both declare (the tasks extension: mcpx follows an upstream task).
     """
     out: dict[str, Any] = {}
     for name, mine in own.items():
@@ -727,6 +728,11 @@ def narrowed_capabilities(own: Mapping[str, Any], host: Mapping[str, Any]) -> di
             out[name] = {}  # the host's roots, or mcpx's own; mcpx relays no roots/list_changed
         elif not isinstance(theirs, Mapping) or not isinstance(mine, Mapping):
             continue
+        elif name == "extensions":
+            # Only extensions both declare: mcpx must understand what comes back (a task it follows).
+            both = {ext: dict(theirs[ext]) for ext in mine if isinstance(theirs.get(ext), Mapping)}
+            if both:
+                out[name] = both
         elif name == "elicitation":
             modes = ({"form", "url"} & set(theirs)) or {"form"}
             kept = {

@@ -660,6 +660,7 @@ def run_daemon(
 
     def setup(tg: anyio.abc.TaskGroup) -> Callable[[AppRequest], Awaitable[AppResponse]]:
         upstreams.attach(tg)
+        tg.start_soon(gateway.warm)
         return Ops(config, servers, upstreams, tg).handle
 
     http = HttpConfig(

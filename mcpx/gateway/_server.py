@@ -31,6 +31,7 @@ from ..core._gateway import (
     gateway_tools,
 )
 from ..core._http_client import tool_header_params
+from ..core._revisions import TASKS_EXTENSION
 from ..server import Call, Context, Outcome, Server
 from ._upstreams import Upstreams
 
@@ -75,12 +76,15 @@ class GatewayServer(Server):
         self.passthrough = tuple(passthrough)
         self.last_surface: GatewaySurface | None = None  # built over every upstream's catalog
         self._header_params: dict[str, Mapping[str, str]] = {}
+        self._task_support: dict[str, str] = {}  # pass-through tools' execution.taskSupport
         unknown = [name for name in self.passthrough if name not in upstreams.servers]
         if unknown:
             configured = ", ".join(upstreams.servers) or "none"
             raise ValueError(
                 f"mcp.passthrough names {', '.join(unknown)}, not configured (configured: {configured})"
             )
+        if self.passthrough:
+            upstreams.watch(self.passthrough, self._upstream_changed)
 
     # -- what the session asks of a Server --------------------------------------------------
 
@@ -88,15 +92,50 @@ class GatewayServer(Server):
         caps: dict[str, Any] = {
             "logging": {},
             "tools": {"listChanged": bool(self.passthrough)},
-            "prompts": {"listChanged": False},
-            "resources": {"subscribe": bool(self.passthrough), "listChanged": False},
+            "prompts": {"listChanged": bool(self.passthrough)},
+            "resources": {"subscribe": bool(self.passthrough), "listChanged": bool(self.passthrough)},
         }
         if self.passthrough:  # subscriptions and completions go to the upstream that owns the name
             caps["completions"] = {}
+            # Pass-through tools may run as tasks (their own execution.taskSupport): 2025-11-25
+            # spells it as a capability, 2026-07-28 as an extension; the session keeps each for its own.
+            caps["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+            caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
 
+    async def warm(self) -> None:
+        """List the pass-through upstreams once at start, so a first ``tools/call`` knows its tool.
+
+        The session asks ``task_support`` and the HTTP binding ``header_params``
+        before the request is routed, from the catalogs last seen; without this
+        the first call of a fresh daemon would see none.  A failure is left to
+        the first request that lists, which reports it.
+        """
+        if not self.passthrough:
+            return
+        try:
+            await self.surface(full=True, scope_key=_WARM_UP)
+        finally:
+            self.upstreams.scope_ended(_WARM_UP)  # connection-scoped instances started for it stop
+
+    def _upstream_changed(self, server: str, kind: str) -> None:
+        """A pass-through upstream's list changed: so did the gateway's (seed §2.5 "tools/list_changed relayed").
+
+        Legacy hosts get the notification unsolicited, 2026-07-28 ones on
+        their ``subscriptions/listen`` streams; the session decides which.
+        """
+        self._changed(kind)
+
     def task_support(self, tool: str) -> str | None:
-        return None  # the gateway runs no call as a task yet
+        """A pass-through tool's ``execution.taskSupport``, from the catalogs last seen; else ``None``.
+
+        It decides whether the host's call runs as one of mcpx's tasks
+        (seed §2.5, "Tasks, per era"); the upstream call under it asks for an
+        upstream task only when the host's request declared the extension,
+        and mcpx follows that task to its end (``Upstreams.request``).  The
+        gateway's own tools never run as tasks.
+        """
+        return self._task_support.get(tool)
 
     def header_params(self, tool: str) -> Mapping[str, str]:
         """A pass-through tool's ``x-mcp-header`` arguments, for the HTTP binding's ``Mcp-Param-*`` check.
@@ -191,7 +230,7 @@ class GatewayServer(Server):
         )
         if full:
             self.last_surface = surface
-            self._header_params = _header_params(catalogs[name] for name in self.passthrough)
+            self._header_params, self._task_support = _tool_hints(catalogs[name] for name in self.passthrough)
         return surface
 
     async def _catalog(self, name: str, scope_key: str | None) -> UpstreamCatalog:
@@ -210,15 +249,33 @@ class GatewayServer(Server):
         )
 
 
-def _header_params(catalogs: Iterable[UpstreamCatalog]) -> dict[str, Mapping[str, str]]:
-    """``{tool: {argument: header}}`` for pass-through tools, the first upstream listing a name owning it."""
-    found: dict[str, Mapping[str, str]] = {}
+_WARM_UP = "mcpx/warm-up"
+"""The scope key of the start-up listing (no host connection is behind it)."""
+
+
+def _tool_hints(catalogs: Iterable[UpstreamCatalog]) -> tuple[dict[str, Mapping[str, str]], dict[str, str]]:
+    """What the session needs of pass-through tools before routing, the first upstream listing a name owning it.
+
+    ``({tool: {argument: x-mcp-header}}, {tool: execution.taskSupport})``.  A
+    2026-07-28 upstream lists no ``execution`` (the extension lets the server
+    decide per call), so its tools are ``"optional"``: the host's call may
+    become a task, and does when the upstream's does (``Upstreams.request``).
+    """
+    headers: dict[str, Mapping[str, str]] = {}
+    support: dict[str, str] = {}
     for catalog in catalogs:
         for tool in catalog.tools:
             name = tool.get("name") if isinstance(tool, Mapping) else None
-            if isinstance(name, str) and name not in found:
-                found[name] = tool_header_params(tool) or {}
-    return found
+            if not isinstance(name, str) or name in headers:
+                continue
+            headers[name] = tool_header_params(tool) or {}
+            execution = tool.get("execution")
+            declared = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+            if declared in ("forbidden", "optional", "required"):
+                support[name] = declared
+            else:  # 2026-07-28's Tool has no execution: the upstream decides per call, so may mcpx
+                support[name] = "optional" if catalog.revision == Revision.V2026_07_28 else "forbidden"
+    return headers, support
 
 
 def _completion_route(surface: GatewaySurface, params: Mapping[str, Any]) -> Route | GatewayError:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from ..core._pool import (
     Spawn,
     Stop,
 )
+from ..core._revisions import TASKS_EXTENSION
 from ..drivers._eracache import era_cache_path, load_era_cache, save_era_cache
 from ..drivers._probe_http import probe_http
 from ..drivers._probe_stdio import probe_stdio
@@ -61,10 +62,18 @@ UPSTREAM_CAPABILITIES: Mapping[str, Any] = {
     "elicitation": {"form": {}, "url": {}},
     "sampling": {},
     "roots": {},
+    "extensions": {TASKS_EXTENSION: {}},
 }
-"""What mcpx declares to upstreams: it can put each kind of question to the host whose call asked."""
+"""What mcpx declares to upstreams: it can put each kind of question to the host whose call asked,
+and follow a 2026-07-28 upstream's task to its end (a legacy session drops the extension)."""
+_POLL_MIN, _POLL_MAX = 0.05, 2.0  # seconds between tasks/get polls, whatever pollIntervalMs says
 OWN_ROOTS: Mapping[str, Any] = {"roots": []}
 """mcpx's answer to ``roots/list`` for a host that declared no roots (seed §2.5 "Roots"; none are configured)."""
+_LIST_CHANGED: Mapping[str, str] = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
 _WATCH_INTERVAL = 0.25  # how often a running instance is checked for having gone away
 
 
@@ -159,6 +168,67 @@ async def _ask_round(host: Context, requests: Mapping[str, Any]) -> dict[str, An
     return answers
 
 
+async def _follow_task(
+    client: Client, created: Mapping[str, Any], host: Context | None, capabilities: Mapping[str, Any] | None
+) -> Mapping[str, Any]:
+    """A 2026-07-28 upstream answered with a task (tasks extension): its final result, or its error.
+
+    The upstream made the call a task, so mcpx makes the host's call one too
+    (``promote_to_task``; nothing happens for a host that cannot take one)
+    and polls ``tasks/get`` at the interval the upstream asked for.  A task
+    waiting in ``input_required`` has its new questions put to the host
+    whole, under the upstream's keys, and the answers go back with
+    ``tasks/update``.  ``completed`` is the call's result (an ``isError``
+    result included), ``failed`` its JSON-RPC error, ``cancelled`` an error
+    saying so.  When the caller gives up, the upstream task is cancelled.
+    """
+    task_id = created.get("taskId")
+    if not isinstance(task_id, str):
+        raise McpCallError({"code": -32603, "message": "the server answered with a task that has no taskId"})
+    if host is not None:
+        host.promote_to_task()
+    fitted: dict[str, Any] = {} if capabilities is None else {"capabilities": capabilities}
+    asked: set[str] = set()
+    state: Mapping[str, Any] = created
+    try:
+        if created.get("status") != "working":  # a CreateTaskResult carries no result, error or questions
+            state = await client.request("tasks/get", {"taskId": task_id}, **fitted)
+        while True:
+            status = state.get("status")
+            if status == "completed" and isinstance(state.get("result"), Mapping):
+                result: Mapping[str, Any] = state["result"]
+                return result
+            if status == "failed":
+                error = state.get("error")
+                raise McpCallError(
+                    error if isinstance(error, Mapping) else {"code": -32603, "message": "failed"}
+                )
+            if status == "cancelled":
+                raise McpCallError({"code": -32603, "message": f"the server cancelled task {task_id}"})
+            requests = state.get("inputRequests")
+            if status == "input_required" and isinstance(requests, Mapping):
+                new = {key: item for key, item in requests.items() if key not in asked}
+                if new:
+                    asked.update(new)
+                    if host is None:
+                        raise _unattributed(f"task {task_id}'s questions")
+                    answers = await _ask_round(host, new)
+                    await client.request(
+                        "tasks/update", {"taskId": task_id, "inputResponses": answers}, **fitted
+                    )
+                    state = await client.request("tasks/get", {"taskId": task_id}, **fitted)
+                    continue
+            interval = state.get("pollIntervalMs", created.get("pollIntervalMs"))
+            wait = interval / 1000 if isinstance(interval, int | float) else _POLL_MIN
+            await anyio.sleep(min(max(wait, _POLL_MIN), _POLL_MAX))
+            state = await client.request("tasks/get", {"taskId": task_id}, **fitted)
+    except BaseException:
+        if state.get("status") not in ("completed", "failed", "cancelled"):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(McpCallError):
+                await client.request("tasks/cancel", {"taskId": task_id}, **fitted)
+        raise
+
+
 def _round_resolver(host: Context) -> RoundResolver:
     async def resolve(requests: Mapping[str, Any]) -> Mapping[str, Any]:
         return await _ask_round(host, requests)
@@ -206,6 +276,8 @@ class Upstreams:
         self._ids = itertools.count(1)
         self._timer_changed: anyio.Event | None = None
         self.clients_started = 0
+        self._watched: frozenset[str] = frozenset()
+        self._on_list_changed: Callable[[str, str], None] | None = None
 
     def attach(self, tg: anyio.abc.TaskGroup) -> None:
         """Run in ``tg`` (the daemon's task group): instances start there, and the pool's timer with them."""
@@ -343,9 +415,12 @@ class Upstreams:
             budget = self.pool.budget_for(call_id)
             with self._guarded(call_id):
                 try:
-                    return await client.request(
+                    result = await client.request(
                         method, params, on_progress=on_progress, timeout=budget, log_level="debug", **fitted
                     )
+                    if result.get("resultType") != "task":
+                        return result
+                    return await _follow_task(client, result, host, fitted.get("capabilities"))
                 except McpCallError as exc:
                     if client.session.closed:  # not the upstream's answer: the upstream went away
                         running = self._running.get(instance)
@@ -387,6 +462,16 @@ class Upstreams:
                     found["resourceTemplates"] = await client.cached_list("resources/templates/list")
                 return found
         raise AssertionError("unreachable: _guarded raises when the call did not return")
+
+    def watch(self, servers: Iterable[str], on_list_changed: Callable[[str, str], None]) -> None:
+        """Hear ``servers``' list changes: ``on_list_changed(server, kind)``, kind tools, prompts or resources.
+
+        A legacy upstream sends them unsolicited; a 2026-07-28 one only on a
+        ``subscriptions/listen`` stream, which every instance of a watched
+        server keeps open (seed §4.3).
+        """
+        self._watched = frozenset(servers)
+        self._on_list_changed = on_list_changed
 
     def status(self) -> tuple[ServerStatus, ...]:
         return self.pool.status(time.monotonic())
@@ -434,7 +519,7 @@ class Upstreams:
     async def _serve_instance(self, instance: int, running: _Running, server: UpstreamServer) -> None:
         """Connect, tell the pool, and hold the connection until the pool stops it or the server goes."""
         async with self._connect(instance, server) as client:
-            client.on_notification = lambda note: self._relay_log(instance, note)
+            client.on_notification = lambda note: self._heard(instance, server.name, note)
             if not client.session.modern and "logging" in client.session.server_capabilities:
                 with contextlib.suppress(McpCallError):  # the hosts' own levels filter what they get
                     await client.request("logging/setLevel", {"level": "debug"})
@@ -442,6 +527,9 @@ class Upstreams:
             self.clients_started += 1
             self.pool.started(instance, time.monotonic())
             self._perform()
+            if server.name in self._watched:
+                with contextlib.suppress(McpCallError):  # a server that will not listen sends no changes
+                    await client.start_listening()
             while not running.stop.is_set():
                 if client.session.closed:
                     running.reason = f"server {server.name!r} exited; {client._gone()}"
@@ -495,6 +583,15 @@ class Upstreams:
         if len(self.pool.calls_on(instance)) != 1 or len(hosts) != 1:
             return None
         return hosts[0]
+
+    def _heard(self, instance: int, server: str, note: ServerNotification) -> None:
+        """An upstream notification: log messages to the hosts, list changes to whoever watches."""
+        kind = _LIST_CHANGED.get(note.method)
+        if kind is not None:
+            if server in self._watched and self._on_list_changed is not None:
+                self._on_list_changed(server, kind)
+            return
+        self._relay_log(instance, note)
 
     def _relay_log(self, instance: int, note: ServerNotification) -> None:
         """An upstream log message goes to every host with a call in flight on the instance (seed §4.4)."""

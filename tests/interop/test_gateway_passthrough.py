@@ -19,6 +19,7 @@ import http.client
 import itertools
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -110,8 +111,8 @@ port = 0
             "mcp-protocol-version": MODERN,
             "mcp-method": method,
         }
-        if "name" in params:
-            sent["mcp-name"] = str(params["name"])
+        if "name" in params or "taskId" in params:  # tasks/* name their task in Mcp-Name
+            sent["mcp-name"] = str(params.get("name", params.get("taskId")))
         sent.update(headers or {})
         url = urlsplit(self.mcp)
         conn = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
@@ -334,3 +335,82 @@ def test_a_tool_needing_what_the_host_did_not_declare_is_the_upstreams_minus_320
     assert error["data"] == {
         "requiredCapabilities": {"sampling": {}}
     }  # the schema's shape, as the upstream said
+
+
+# -- list changes are relayed ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["2026-07-28", "2025-11-25"])
+def test_an_upstream_list_change_reaches_the_host_and_the_new_tool_is_listed(
+    shared: Daemon, host: str
+) -> None:
+    """A 2026-07-28 host hears it on its listen stream, a legacy one unsolicited (seed §2.5, §4.3)."""
+
+    async def main() -> None:
+        era: dict[str, Any] = {"modern": True} if host == MODERN else {"offer": Revision(host)}
+        async with connect_http(shared.mcp, capabilities=EVERYTHING, **era) as client:
+            await client.start_listening()
+            await client.list_tools()  # the upstream's instance is running (and listening)
+            await anyio.sleep(0.5)  # the host's listen stream is open
+            assert text_of(await client.call_tool("test_trigger_tool_change")) == "tool list changed"
+            with anyio.fail_after(10):
+                while not any(n.method == "notifications/tools/list_changed" for n in client.notifications):
+                    await anyio.sleep(0.05)
+            assert "test_dynamic_tool" in {tool["name"] for tool in await client.list_tools()}
+
+    anyio.run(main)
+
+
+# -- tasks: the upstream's task, followed by mcpx, is the host's task ------------------------------
+
+TASKS = {**EVERYTHING, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def until_settled(shared: Daemon, task_id: str, *, stop_at: str | None = None) -> dict[str, Any]:
+    """``tasks/get`` until the task ends (or reaches ``stop_at``); its last state."""
+    for _ in range(200):
+        status, got = shared.post("tasks/get", {"taskId": task_id}, capabilities=TASKS)
+        assert status == 200, got
+        state = got["result"]
+        if state["status"] in ("completed", "failed", "cancelled", stop_at):
+            return dict(state)
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} did not settle: {state}")
+
+
+def test_a_required_task_tool_runs_as_a_task_of_mcpx_and_ends_as_the_upstream_task_did(
+    shared: Daemon,
+) -> None:
+    status, created = shared.post("tools/call", {"name": "failing_job", "arguments": {}}, capabilities=TASKS)
+    assert status == 200 and created["result"]["resultType"] == "task", created
+    state = until_settled(shared, created["result"]["taskId"])
+    assert state["status"] == "completed"  # a tool error is a completed task with an isError result
+    assert state["result"]["isError"] is True
+    assert "failing_job failed" in text_of(state["result"])
+    status, created = shared.post(
+        "tools/call", {"name": "protocol_error_job", "arguments": {}}, capabilities=TASKS
+    )
+    state = until_settled(shared, created["result"]["taskId"])
+    assert state["status"] == "failed" and "protocol_error_job broke down" in state["error"]["message"]
+    # Without the extension the host is told what to declare, by mcpx, before anything runs upstream.
+    status, refused = shared.post("tools/call", {"name": "failing_job", "arguments": {}})
+    assert status == 400 and refused["error"]["code"] == -32021
+
+
+def test_an_upstream_task_waiting_for_input_asks_the_host_through_tasks_get_and_update(
+    shared: Daemon,
+) -> None:
+    status, created = shared.post(
+        "tools/call", {"name": "confirm_delete", "arguments": {"filename": "a.txt"}}, capabilities=TASKS
+    )
+    assert status == 200 and created["result"]["resultType"] == "task", created
+    task_id = created["result"]["taskId"]
+    waiting = until_settled(shared, task_id, stop_at="input_required")
+    assert waiting["status"] == "input_required" and list(waiting["inputRequests"]) == ["confirm"]
+    answer = {"action": "accept", "content": {"confirm": True}}
+    status, ack = shared.post(
+        "tasks/update", {"taskId": task_id, "inputResponses": {"confirm": answer}}, capabilities=TASKS
+    )
+    assert status == 200 and ack["result"]["resultType"] == "complete"
+    done = until_settled(shared, task_id)
+    assert done["status"] == "completed" and text_of(done["result"]) == "Deleted a.txt"

@@ -119,6 +119,22 @@ def test_one_request_may_declare_its_own_capabilities_on_every_attempt() -> None
     assert retry["params"]["_meta"][caps_key] == {"elicitation": {"form": {}}}
 
 
+def test_a_task_result_completes_only_a_call_that_declared_the_tasks_extension() -> None:
+    """resultType "task" is the extension's; a call that did not declare it cannot know it (digest §9)."""
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    created = {"resultType": "task", "taskId": "t1", "status": "working", "ttlMs": 1000}
+    c = ClientSession(client_info=INFO, capabilities={}, modern=True)
+    declared = c.request("tools/call", {"name": "slow"}, capabilities=tasks)
+    undeclared = c.request("tools/call", {"name": "slow"})
+    first, second = frames(c.next_actions())
+    c.receive_json({"jsonrpc": "2.0", "id": first["id"], "result": created})
+    c.receive_json({"jsonrpc": "2.0", "id": second["id"], "result": created})
+    actions = c.next_actions()
+    assert only(actions, Completed).handle == declared and only(actions, Completed).result == created
+    failed = only(actions, Failed)
+    assert failed.handle == undeclared and "unknown resultType 'task'" in failed.error["message"]
+
+
 def test_input_required_rounds_keep_the_handle_use_fresh_ids_and_echo_the_state() -> None:
     c = ClientSession(client_info=INFO, capabilities={"elicitation": {}}, modern=True)
     handle = c.request("tools/call", {"name": "t"})

@@ -914,6 +914,13 @@ def test_narrowed_capabilities_never_declare_what_the_host_did_not() -> None:
         "elicitation": {"url": {}},
         "roots": {},
     }
+    tasks = {"io.modelcontextprotocol/tasks": {}}
+    with_tasks = {**own, "extensions": tasks}
+    assert narrowed_capabilities(with_tasks, {"extensions": {**tasks, "x.example/other": {}}}) == {
+        "extensions": tasks,
+        "roots": {},
+    }
+    assert narrowed_capabilities(with_tasks, {"extensions": {"x.example/other": {}}}) == {"roots": {}}
     assert narrowed_capabilities({"sampling": {}}, {"elicitation": {"form": {}}, "sampling": {}}) == {
         "sampling": {}
     }
