@@ -39,6 +39,7 @@ maxSpawnsPerMinute = 10000
 
 [transport]
 port = 0
+ssePollAfter = "200ms"  # long calls of 2025-11-25 hosts are resumed, as server-sse-polling checks
 TOML
 
 HOME="$WORK" MCPX_STATE="$WORK/state" "$PY" -m mcpx daemon --config "$WORK/config.toml" --loop "$LOOP" \

@@ -429,6 +429,15 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         description="Silence after which a slow answer becomes an event stream carrying comments.",
     ),
     SettingDef(
+        key="transport.ssePollAfter",
+        kind=_duration(),
+        default=0.0,
+        description=(
+            "A gateway call still running after this long has its 2025-11-25 HTTP response stream closed; "
+            "the client resumes it with Last-Event-ID (SSE polling). 0s: never."
+        ),
+    ),
+    SettingDef(
         key="transport.stdioDrain",
         kind=_duration(),
         default=2.0,

@@ -655,7 +655,11 @@ def run_daemon(
         answer_modern_requests=Revision.V2026_07_28 in settings.value("spec.lenient"),
     )
     gateway = GatewayServer(
-        upstreams, cursor_key=secrets.token_bytes(32), passthrough=passthrough, version=__version__
+        upstreams,
+        cursor_key=secrets.token_bytes(32),
+        passthrough=passthrough,
+        version=__version__,
+        sse_poll_after=settings.value("transport.ssePollAfter"),
     )
 
     def setup(tg: anyio.abc.TaskGroup) -> Callable[[AppRequest], Awaitable[AppResponse]]:

@@ -61,6 +61,7 @@ class GatewayServer(Server):
         cursor_key: bytes,
         passthrough: Sequence[str] = (),
         version: str = "0.1.0",
+        sse_poll_after: float = 0.0,
     ) -> None:
         super().__init__(
             "mcpx",
@@ -74,6 +75,7 @@ class GatewayServer(Server):
         self.upstreams = upstreams
         self.cursor_key = cursor_key
         self.passthrough = tuple(passthrough)
+        self.sse_poll_after = sse_poll_after  # transport.ssePollAfter; 0: never
         self.last_surface: GatewaySurface | None = None  # built over every upstream's catalog
         self._header_params: dict[str, Mapping[str, str]] = {}
         self._task_support: dict[str, str] = {}  # pass-through tools' execution.taskSupport
@@ -193,15 +195,42 @@ class GatewayServer(Server):
         else:
             decided = surface.route_resource(params, method)
         if isinstance(decided, Route):
-            result = await self.upstreams.request(
-                decided.server, decided.method, _upstream_params(decided.params), host=ctx, scope_key=key
-            )
+            result = await self._forward(decided, ctx, key)
             return Outcome(result=_relayed(decided.finish(result)))
         if isinstance(decided, Answer):
             return Outcome(result=dict(decided.result))
         if isinstance(decided, OwnResource):
             return Outcome.failure(-32002, f"Resource not found: {decided.uri}", {"uri": decided.uri})
         return _outcome(decided)
+
+    async def _forward(self, route: Route, ctx: Context, key: str) -> Mapping[str, Any]:
+        """The upstream's answer to ``route``; with ``sse_poll_after``, the host's stream closed meanwhile."""
+        request = self.upstreams.request(
+            route.server, route.method, _upstream_params(route.params), host=ctx, scope_key=key
+        )
+        if self.sse_poll_after <= 0:
+            return await request
+        failed: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._poll_later, ctx)
+            try:
+                result = await request
+            except Exception as exc:  # raised here, not from the group: its errors stay unwrapped
+                failed = exc
+            tg.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        return result
+
+    async def _poll_later(self, ctx: Context) -> None:
+        """SSE polling (2025-11-25 Streamable HTTP): a call still running is told to close its stream.
+
+        The client resumes it with ``Last-Event-ID`` and gets what followed,
+        the result included; the connection is not held for a long call.  On
+        stdio and 2026-07-28, where a stream cannot be resumed, nothing happens.
+        """
+        await anyio.sleep(self.sse_poll_after)
+        ctx.close_stream()
 
     def _needs_catalogs(self, method: str, params: Mapping[str, Any]) -> bool:
         if self.passthrough or method not in {"tools/call", "tools/list"}:

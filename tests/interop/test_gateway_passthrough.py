@@ -44,7 +44,7 @@ _ids = itertools.count(1)
 class Daemon:
     """``run_daemon`` in a thread, passing ``mcpx demo --profile conformance`` through."""
 
-    def __init__(self, root: Path, *, scope: str = "connection") -> None:
+    def __init__(self, root: Path, *, scope: str = "connection", transport: str = "") -> None:
         command = orjson.dumps(sys.executable).decode()
         config = f"""
 [servers.conformance]
@@ -57,6 +57,7 @@ passthrough = ["conformance"]
 
 [transport]
 port = 0
+{transport}
 """
         environ = {"MCPX_STATE": str(root / "state"), "HOME": str(root)}
         self.config = parse_config(config, environ=environ, home=str(root))
@@ -414,3 +415,55 @@ def test_an_upstream_task_waiting_for_input_asks_the_host_through_tasks_get_and_
     assert status == 200 and ack["result"]["resultType"] == "complete"
     done = until_settled(shared, task_id)
     assert done["status"] == "completed" and text_of(done["result"]) == "Deleted a.txt"
+
+
+# -- SSE polling: a long call's stream is closed and resumed (2025-11-25) --------------------------
+
+
+def test_a_long_call_of_a_legacy_host_is_resumed_with_last_event_id(tmp_path: Path) -> None:
+    """``transport.ssePollAfter``: the stream ends without the answer; a GET with Last-Event-ID brings it."""
+    daemon = Daemon(tmp_path, scope="shared", transport='ssePollAfter = "100ms"')
+    try:
+        url = urlsplit(daemon.mcp)
+        base = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+        def post(
+            body: Mapping[str, Any], headers: Mapping[str, str]
+        ) -> tuple[http.client.HTTPResponse, bytes]:
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+            conn.request("POST", url.path, body=orjson.dumps(body), headers={**base, **headers})
+            response = conn.getresponse()
+            return response, response.read()
+
+        init = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "polling-test", "version": "1"},
+        }
+        response, _ = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, {})
+        session = {
+            "mcp-session-id": response.getheader("mcp-session-id") or "",
+            "mcp-protocol-version": "2025-11-25",
+        }
+        post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "test_reconnection"}}
+        response, data = post(call, session)
+        assert response.getheader("content-type", "").startswith("text/event-stream")
+        ids = [line[3:].strip() for line in data.splitlines() if line.startswith(b"id:")]
+        assert ids and b'"id":2' not in data.replace(b" ", b"")  # closed before the answer
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+        conn.request(
+            "GET",
+            url.path,
+            headers={**session, "accept": "text/event-stream", "last-event-id": ids[-1].decode()},
+        )
+        resumed = conn.getresponse().read()
+        answers = [
+            orjson.loads(line[5:])
+            for line in resumed.splitlines()
+            if line.startswith(b"data:") and line[5:].strip()
+        ]
+        (answer,) = [a for a in answers if a.get("id") == 2]
+        assert text_of(answer["result"]) == "Reconnection test completed"
+    finally:
+        daemon.close()
