@@ -195,7 +195,7 @@ class GatewayServer(Server):
         else:
             decided = surface.route_resource(params, method)
         if isinstance(decided, Route):
-            result = await self._forward(decided, ctx, key)
+            result = await self._forward(decided, ctx, key, as_task=isinstance(params.get("task"), Mapping))
             return Outcome(result=_relayed(decided.finish(result)))
         if isinstance(decided, Answer):
             return Outcome(result=dict(decided.result))
@@ -203,10 +203,18 @@ class GatewayServer(Server):
             return Outcome.failure(-32002, f"Resource not found: {decided.uri}", {"uri": decided.uri})
         return _outcome(decided)
 
-    async def _forward(self, route: Route, ctx: Context, key: str) -> Mapping[str, Any]:
-        """The upstream's answer to ``route``; with ``sse_poll_after``, the host's stream closed meanwhile."""
+    async def _forward(self, route: Route, ctx: Context, key: str, *, as_task: bool) -> Mapping[str, Any]:
+        """The upstream's answer to ``route``; with ``sse_poll_after``, the host's stream closed meanwhile.
+
+        ``as_task``: the host (2025-11-25) asked for a task, so the upstream may answer with one.
+        """
         request = self.upstreams.request(
-            route.server, route.method, _upstream_params(route.params), host=ctx, scope_key=key
+            route.server,
+            route.method,
+            _upstream_params(route.params),
+            host=ctx,
+            scope_key=key,
+            as_task=as_task,
         )
         if self.sse_poll_after <= 0:
             return await request
@@ -351,8 +359,12 @@ def scope_key(context: RequestContext) -> tuple[str, bool]:
 
 
 def _upstream_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """What goes upstream: the host's params without its own ``_meta`` (its tokens and ids are not the upstream's)."""
-    return {k: v for k, v in params.items() if k != "_meta"}
+    """What goes upstream: the host's params without its own ``_meta`` and ``task``.
+
+    The host's tokens and ids are not the upstream's, and a 2025-11-25 host's
+    ``task`` asks mcpx for a task, which mcpx runs itself (``_forward``).
+    """
+    return {k: v for k, v in params.items() if k not in ("_meta", "task")}
 
 
 _ENVELOPE_KEYS = frozenset({"resultType", "ttlMs", "cacheScope"})

@@ -388,6 +388,7 @@ class Upstreams:
         timeout: float | None = None,
         on_progress: Callable[[Progress], None] | None = None,
         host: Context | None = None,
+        as_task: bool = False,
     ) -> Mapping[str, Any]:
         """Send ``method`` to an instance of ``server``; its result, or ``McpCallError``.
 
@@ -399,7 +400,10 @@ class Upstreams:
         round, which belongs to this call whatever else runs on the instance,
         and a legacy upstream's server requests when this call is the only
         one on the instance.  A 2026-07-28 upstream is told the host's
-        capabilities narrowed onto mcpx's (``narrowed_capabilities``).
+        capabilities narrowed onto mcpx's (``narrowed_capabilities``), and
+        may answer with a task when the host declared the tasks extension or
+        (``as_task``) the host's 2025-11-25 call runs as a task of mcpx's; mcpx
+        follows that task to its end.
         """
         if host is not None and on_progress is None:
             on_progress = _progress_to(host)
@@ -410,7 +414,10 @@ class Upstreams:
         ):
             fitted: dict[str, Any] = {}
             if host is not None:
-                fitted["capabilities"] = narrowed_capabilities(self._capabilities, host.client_capabilities)
+                caps = narrowed_capabilities(self._capabilities, host.client_capabilities)
+                if as_task:
+                    caps["extensions"] = {**caps.get("extensions", {}), TASKS_EXTENSION: {}}
+                fitted["capabilities"] = caps
                 fitted["on_round"] = _round_resolver(host)
             budget = self.pool.budget_for(call_id)
             with self._guarded(call_id):

@@ -420,50 +420,77 @@ def test_an_upstream_task_waiting_for_input_asks_the_host_through_tasks_get_and_
 # -- SSE polling: a long call's stream is closed and resumed (2025-11-25) --------------------------
 
 
+class LegacySession:
+    """A 2025-11-25 host over Streamable HTTP, by hand: initialize, then POSTs in the session."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.url = urlsplit(daemon.mcp)
+        init = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "legacy-test", "version": "1"},
+        }
+        response, _ = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
+        self.headers = {
+            "mcp-session-id": response.getheader("mcp-session-id") or "",
+            "mcp-protocol-version": "2025-11-25",
+        }
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def connection(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self.url.hostname, self.url.port, timeout=30)
+
+    def post(self, body: Mapping[str, Any]) -> tuple[http.client.HTTPResponse, bytes]:
+        sent = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+        conn = self.connection()
+        conn.request(
+            "POST", self.url.path, body=orjson.dumps(body), headers={**sent, **getattr(self, "headers", {})}
+        )
+        response = conn.getresponse()
+        return response, response.read()
+
+    def answer(self, request_id: int, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The response to one request, from a JSON body or the event stream."""
+        _, data = self.post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": dict(params)})
+        return next(m for m in messages(data) if m.get("id") == request_id)
+
+
+def messages(data: bytes) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of an HTTP body: one JSON object, or an event stream's data lines."""
+    if data.lstrip().startswith(b"{"):
+        return [orjson.loads(data)]
+    return [
+        orjson.loads(line[5:]) for line in data.splitlines() if line.startswith(b"data:") and line[5:].strip()
+    ]
+
+
+def test_a_legacy_hosts_task_runs_as_mcpxs_task_over_the_upstreams_own(shared: Daemon) -> None:
+    """2025-11-25 core tasks from the host; the 2026-07-28 upstream's task-only tool still runs."""
+    host = LegacySession(shared)
+    host.answer(
+        1, "tools/list", {}
+    )  # mcpx has seen the upstream's tools (a fresh daemon lists them at start)
+    created = host.answer(1, "tools/call", {"name": "failing_job", "arguments": {}, "task": {"ttl": 60000}})
+    task = created["result"]["task"]
+    assert task["status"] in ("working", "completed"), created
+    final = host.answer(2, "tasks/result", {"taskId": task["taskId"]})
+    assert final["result"]["isError"] is True and "failing_job failed" in text_of(final["result"])
+
+
 def test_a_long_call_of_a_legacy_host_is_resumed_with_last_event_id(tmp_path: Path) -> None:
     """``transport.ssePollAfter``: the stream ends without the answer; a GET with Last-Event-ID brings it."""
     daemon = Daemon(tmp_path, scope="shared", transport='ssePollAfter = "100ms"')
     try:
-        url = urlsplit(daemon.mcp)
-        base = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-
-        def post(
-            body: Mapping[str, Any], headers: Mapping[str, str]
-        ) -> tuple[http.client.HTTPResponse, bytes]:
-            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-            conn.request("POST", url.path, body=orjson.dumps(body), headers={**base, **headers})
-            response = conn.getresponse()
-            return response, response.read()
-
-        init = {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "polling-test", "version": "1"},
-        }
-        response, _ = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, {})
-        session = {
-            "mcp-session-id": response.getheader("mcp-session-id") or "",
-            "mcp-protocol-version": "2025-11-25",
-        }
-        post({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        host = LegacySession(daemon)
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "test_reconnection"}}
-        response, data = post(call, session)
+        response, data = host.post(call)
         assert response.getheader("content-type", "").startswith("text/event-stream")
         ids = [line[3:].strip() for line in data.splitlines() if line.startswith(b"id:")]
-        assert ids and b'"id":2' not in data.replace(b" ", b"")  # closed before the answer
-        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-        conn.request(
-            "GET",
-            url.path,
-            headers={**session, "accept": "text/event-stream", "last-event-id": ids[-1].decode()},
-        )
-        resumed = conn.getresponse().read()
-        answers = [
-            orjson.loads(line[5:])
-            for line in resumed.splitlines()
-            if line.startswith(b"data:") and line[5:].strip()
-        ]
-        (answer,) = [a for a in answers if a.get("id") == 2]
+        assert ids and not [m for m in messages(data) if m.get("id") == 2]  # closed before the answer
+        conn = host.connection()
+        resume = {**host.headers, "accept": "text/event-stream", "last-event-id": ids[-1].decode()}
+        conn.request("GET", host.url.path, headers=resume)
+        (answer,) = [m for m in messages(conn.getresponse().read()) if m.get("id") == 2]
         assert text_of(answer["result"]) == "Reconnection test completed"
     finally:
         daemon.close()
