@@ -15,7 +15,6 @@ import http.client
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,13 +28,13 @@ import pytest
 from mcpx.client import McpCallError, connect_http, connect_stdio
 from mcpx.config import parse_config
 from mcpx.core import Revision
-from mcpx.gateway import run_daemon
+from tests.interop._daemon_thread import DaemonThread
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(90)
 
 
-class Daemon:
+class Daemon(DaemonThread):
     def __init__(self, state: Path, home: Path) -> None:
         environ = {"MCPX_STATE": str(state), "MCPX_TRANSPORT_PORT": "0", "HOME": str(home)}
         self.config = parse_config(
@@ -48,20 +47,7 @@ class Daemon:
             home=str(home),
             found=False,
         )
-        self.stop = threading.Event()
-        self.urls: list[str] = []
-        bound = threading.Event()
-
-        def ready(urls: list[str]) -> None:
-            self.urls.extend(urls)
-            bound.set()
-
-        self.thread = threading.Thread(
-            target=run_daemon, args=(self.config,), kwargs={"ready": ready, "stop": self.stop}, daemon=True
-        )
-        self.thread.start()
-        assert bound.wait(30), "the daemon did not start"
-        self.mcp = next(u for u in self.urls if u.startswith("http"))
+        super().__init__(self.config)
         self.base = self.mcp.rsplit("/", 1)[0]
 
     def request(self, method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, Any]:
@@ -74,10 +60,6 @@ class Daemon:
         data = response.read()
         conn.close()
         return response.status, orjson.loads(data) if data else None
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(20)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ import concurrent.futures
 import http.client
 import itertools
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -32,7 +31,7 @@ import pytest
 from mcpx.client import connect_http
 from mcpx.config import parse_config
 from mcpx.core import Revision
-from mcpx.gateway import run_daemon
+from tests.interop._daemon_thread import DaemonThread
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,7 +40,7 @@ EVERYTHING = {"sampling": {}, "elicitation": {}, "roots": {"listChanged": True}}
 _ids = itertools.count(1)
 
 
-class Daemon:
+class Daemon(DaemonThread):
     """``run_daemon`` in a thread, passing ``mcpx demo --profile conformance`` through."""
 
     def __init__(self, root: Path, *, scope: str = "connection", transport: str = "") -> None:
@@ -61,20 +60,7 @@ port = 0
 """
         environ = {"MCPX_STATE": str(root / "state"), "HOME": str(root)}
         self.config = parse_config(config, environ=environ, home=str(root))
-        self.stop = threading.Event()
-        self.urls: list[str] = []
-        bound = threading.Event()
-
-        def ready(urls: list[str]) -> None:
-            self.urls.extend(urls)
-            bound.set()
-
-        self.thread = threading.Thread(
-            target=run_daemon, args=(self.config,), kwargs={"ready": ready, "stop": self.stop}, daemon=True
-        )
-        self.thread.start()
-        assert bound.wait(30), "the daemon did not start"
-        self.mcp = next(u for u in self.urls if u.startswith("http"))
+        super().__init__(self.config)
 
     def post(
         self,
@@ -130,10 +116,6 @@ port = 0
         answer = orjson.loads(data)
         assert answer["id"] == body["id"]
         return response.status, answer
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(20)
 
 
 @pytest.fixture(scope="module")
