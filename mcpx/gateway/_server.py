@@ -29,6 +29,7 @@ from ..core._gateway import (
     Route,
     UpstreamCatalog,
     gateway_tools,
+    mcpx_uri,
 )
 from ..core._http_client import tool_header_params
 from ..core._revisions import TASKS_EXTENSION
@@ -86,7 +87,7 @@ class GatewayServer(Server):
                 f"mcp.passthrough names {', '.join(unknown)}, not configured (configured: {configured})"
             )
         if self.passthrough:
-            upstreams.watch(self.passthrough, self._upstream_changed)
+            upstreams.watch(self.passthrough, self._upstream_changed, self._upstream_resource_updated)
 
     # -- what the session asks of a Server --------------------------------------------------
 
@@ -127,6 +128,24 @@ class GatewayServer(Server):
         their ``subscriptions/listen`` streams; the session decides which.
         """
         self._changed(kind)
+
+    def _upstream_resource_updated(self, server: str, uri: str) -> None:
+        """A pass-through upstream's resource changed: its subscribers among the hosts hear of it."""
+        self.notify_resource_updated(uri)  # pass-through offers upstream URIs as they are,
+        self.notify_resource_updated(mcpx_uri(server, uri))  # and each also as mcpx://<server>/<uri>
+
+    def subscribed(self, uri: str) -> None:
+        """A host subscribed to ``uri``: the pass-through upstream that owns it is subscribed too.
+
+        The owner is found in the catalogs last seen (the session asks
+        without waiting), as ``resources/read`` would route the URI.
+        """
+        surface = self.last_surface
+        if not self.passthrough or surface is None:
+            return
+        decided = surface.route_resource({"uri": uri}, "resources/subscribe")
+        if isinstance(decided, Route) and isinstance(decided.params.get("uri"), str):
+            self.upstreams.subscribe(decided.server, decided.params["uri"])
 
     def task_support(self, tool: str) -> str | None:
         """A pass-through tool's ``execution.taskSupport``, from the catalogs last seen; else ``None``.

@@ -229,6 +229,14 @@ async def _follow_task(
         raise
 
 
+async def _subscribe_upstream(client: Client, uri: str) -> None:
+    """``client``'s server told of an interest in ``uri``, if it declared ``resources.subscribe``."""
+    with contextlib.suppress(McpCallError):  # the server refused, or went: hosts simply get no updates
+        resources = (await client.server_capabilities()).get("resources")
+        if isinstance(resources, Mapping) and resources.get("subscribe"):
+            await client.subscribe(uri)
+
+
 def _round_resolver(host: Context) -> RoundResolver:
     async def resolve(requests: Mapping[str, Any]) -> Mapping[str, Any]:
         return await _ask_round(host, requests)
@@ -278,6 +286,8 @@ class Upstreams:
         self.clients_started = 0
         self._watched: frozenset[str] = frozenset()
         self._on_list_changed: Callable[[str, str], None] | None = None
+        self._on_resource_updated: Callable[[str, str], None] | None = None
+        self._resources: dict[str, set[str]] = {}  # server -> URIs subscribed upstream, for good
 
     def attach(self, tg: anyio.abc.TaskGroup) -> None:
         """Run in ``tg`` (the daemon's task group): instances start there, and the pool's timer with them."""
@@ -470,15 +480,46 @@ class Upstreams:
                 return found
         raise AssertionError("unreachable: _guarded raises when the call did not return")
 
-    def watch(self, servers: Iterable[str], on_list_changed: Callable[[str, str], None]) -> None:
-        """Hear ``servers``' list changes: ``on_list_changed(server, kind)``, kind tools, prompts or resources.
+    def watch(
+        self,
+        servers: Iterable[str],
+        on_list_changed: Callable[[str, str], None],
+        on_resource_updated: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """Hear ``servers``' changes: ``on_list_changed(server, kind)`` and ``on_resource_updated(server, uri)``.
 
-        A legacy upstream sends them unsolicited; a 2026-07-28 one only on a
-        ``subscriptions/listen`` stream, which every instance of a watched
-        server keeps open (seed §4.3).
+        ``kind`` is tools, prompts or resources.  A legacy upstream sends
+        these unsolicited; a 2026-07-28 one only on a ``subscriptions/listen``
+        stream, which every instance of a watched server keeps open (seed
+        §4.3).  Resource updates come only for URIs subscribed upstream
+        (``subscribe``).
         """
         self._watched = frozenset(servers)
         self._on_list_changed = on_list_changed
+        self._on_resource_updated = on_resource_updated
+
+    def subscribe(self, server: str, uri: str) -> None:
+        """Subscribe upstream to ``uri`` of ``server`` (a shared one), now and on every instance it starts.
+
+        A subscription is kept for the daemon's life, not counted: hosts come
+        and go, and each host session delivers only the updates it subscribed
+        to, so an upstream subscription nobody needs any more costs a few
+        notifications, while one dropped too early would lose updates another
+        host is waiting for.  Servers scoped per connection or call are not
+        subscribed: their instances are not everybody's, and neither are
+        their resources' updates.  Nothing is sent to a server that did not
+        declare ``resources.subscribe``.
+        """
+        config = self.servers.get(server)
+        if config is None or str(config.scope) != "shared" or self._tg is None:
+            return
+        uris = self._resources.setdefault(server, set())
+        if uri in uris:
+            return
+        uris.add(uri)
+        for running in self._running.values():
+            if running.server == server and running.client is not None:
+                self._tg.start_soon(_subscribe_upstream, running.client, uri)
 
     def status(self) -> tuple[ServerStatus, ...]:
         return self.pool.status(time.monotonic())
@@ -537,6 +578,8 @@ class Upstreams:
             if server.name in self._watched:
                 with contextlib.suppress(McpCallError):  # a server that will not listen sends no changes
                     await client.start_listening()
+                for uri in sorted(self._resources.get(server.name, ())):
+                    await _subscribe_upstream(client, uri)
             while not running.stop.is_set():
                 if client.session.closed:
                     running.reason = f"server {server.name!r} exited; {client._gone()}"
@@ -597,6 +640,11 @@ class Upstreams:
         if kind is not None:
             if server in self._watched and self._on_list_changed is not None:
                 self._on_list_changed(server, kind)
+            return
+        if note.method == "notifications/resources/updated":
+            uri = note.params.get("uri")
+            if isinstance(uri, str) and server in self._watched and self._on_resource_updated is not None:
+                self._on_resource_updated(server, uri)
             return
         self._relay_log(instance, note)
 

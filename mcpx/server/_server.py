@@ -746,6 +746,14 @@ class Server:
         support = execution.get("taskSupport") if isinstance(execution, dict) else None
         return support if isinstance(support, str) else "forbidden"
 
+    def subscribed(self, uri: str) -> None:
+        """A client subscribed to ``uri``; a server that owns its resources has nothing to do.
+
+        Updates reach subscribers through ``notify_resource_updated``.  A
+        gateway overrides this to subscribe upstream.  It runs inside the
+        session's handling of the request: it must not block.
+        """
+
     def header_params(self, tool: str) -> Mapping[str, str]:
         """Arguments of ``tool`` that 2026-07-28 HTTP mirrors as ``Mcp-Param-*`` headers.
 
@@ -784,6 +792,7 @@ class Server:
             drain=drain,
             trace=trace,
             task_support=self.task_support,
+            on_subscribe=self.subscribed,
         )
 
     # ------------------------------------------------------------------

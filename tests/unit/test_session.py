@@ -224,6 +224,19 @@ def test_resource_updates_reach_subscribers_only() -> None:
     ]
 
 
+def test_the_server_is_told_of_each_uri_a_client_subscribes_to_in_either_era() -> None:
+    """``on_subscribe``: a legacy resources/subscribe, and the URIs a listen filter agreed to."""
+    told: list[str] = []
+    legacy = Harness(on_subscribe=told.append)
+    legacy.initialize("2025-06-18")
+    legacy.request(1, "resources/subscribe", {"uri": "a://1"})
+    legacy.request(2, "resources/unsubscribe", {"uri": "a://1"})
+    modern = Harness(on_subscribe=told.append)
+    filt = {"resourceSubscriptions": ["a://2", "a://3"]}
+    modern.request("L", "subscriptions/listen", {"_meta": MODERN_META, "notifications": filt})
+    assert told == ["a://1", "a://2", "a://3"]
+
+
 def test_listen_streams_get_an_ack_then_only_what_they_asked_for() -> None:
     h = Harness()
     filt = {"toolsListChanged": True, "promptsListChanged": True, "resourceSubscriptions": ["a://1"]}

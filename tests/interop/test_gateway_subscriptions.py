@@ -1,0 +1,118 @@
+"""Resource subscriptions through pass-through: a host's subscription reaches the upstream, its updates the host.
+
+The upstream is a few lines of ``mcpx.server`` with one resource and a tool
+that changes it (``touch``).  A host subscribes to the resource through the
+daemon's /mcp — a 2025-11-25 host with ``resources/subscribe``, a 2026-07-28
+host with its listen filter — and the upstream's
+``notifications/resources/updated`` comes back to that host, and only to a
+host that subscribed.  One host ending its interest does not end another's.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from mcpx.client import Client, connect_http
+from mcpx.config import parse_config
+from mcpx.core import Revision
+from tests.interop._daemon_thread import DaemonThread
+
+pytestmark = pytest.mark.timeout(120)
+
+UPSTREAM = """
+from mcpx.server import Server
+from mcpx.drivers import serve_stdio
+server = Server("notes", subscribe=True)
+state = {"text": "first"}
+
+@server.resource("note://today", name="today", mime_type="text/plain")
+def today() -> str:
+    return state["text"]
+
+@server.tool()
+def touch(text: str) -> str:
+    state["text"] = text
+    server.notify_resource_updated("note://today")
+    return "touched"
+
+serve_stdio(server)
+"""
+URI = "note://today"
+UPDATED = "notifications/resources/updated"
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonThread]:
+    root = tmp_path_factory.mktemp("subscriptions")
+    (root / "upstream.py").write_text(UPSTREAM)
+    python = orjson.dumps(sys.executable).decode()
+    script = orjson.dumps(str(root / "upstream.py")).decode()
+    text = f'[servers.notes]\ncommand = {python}\nargs = [{script}]\n\n[mcp]\npassthrough = ["notes"]\n\n'
+    config = parse_config(
+        text + "[transport]\nport = 0\n", environ={"MCPX_STATE": str(root / "state")}, home=str(root)
+    )
+    running = DaemonThread(config)
+    yield running
+    running.close()
+
+
+def host(daemon: DaemonThread, era: str) -> Any:
+    kind: dict[str, Any] = {"modern": True} if era == "2026-07-28" else {"offer": Revision(era)}
+    return connect_http(daemon.mcp, **kind)
+
+
+def updates(client: Client) -> list[str]:
+    return [str(n.params.get("uri")) for n in client.notifications if n.method == UPDATED]
+
+
+async def heard(client: Client, count: int) -> None:
+    with anyio.fail_after(10):
+        while len(updates(client)) < count:
+            await anyio.sleep(0.05)
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+def test_a_subscribing_host_hears_the_upstreams_updates_and_a_bystander_does_not(
+    daemon: DaemonThread, era: str
+) -> None:
+    async def main() -> None:
+        async with host(daemon, era) as watcher, host(daemon, era) as bystander:
+            await watcher.start_listening()
+            await bystander.start_listening()
+            await watcher.list_tools()  # mcpx has listed the upstream (the URI's owner is known)
+            await watcher.subscribe(URI)
+            await anyio.sleep(0.5)  # the 2026-07-28 listen filter is reopened with the URI
+            assert (await bystander.call_tool("touch", {"text": f"second {era}"}))["content"][0][
+                "text"
+            ] == "touched"
+            await heard(watcher, 1)
+            assert updates(watcher) == [URI]
+            read = await watcher.request("resources/read", {"uri": URI})
+            assert read["contents"][0]["text"] == f"second {era}"
+            await anyio.sleep(0.3)
+            assert updates(bystander) == []
+
+    anyio.run(main)
+
+
+def test_one_host_leaving_does_not_end_anothers_subscription(daemon: DaemonThread) -> None:
+    async def main() -> None:
+        async with host(daemon, "2025-11-25") as staying:
+            await staying.start_listening()
+            await staying.list_tools()
+            await staying.subscribe(URI)
+            async with host(daemon, "2025-11-25") as leaving:
+                await leaving.start_listening()
+                await leaving.subscribe(URI)
+                await leaving.unsubscribe(URI)
+            await staying.call_tool("touch", {"text": "third"})
+            await heard(staying, 1)
+            assert updates(staying) == [URI]
+
+    anyio.run(main)
