@@ -169,6 +169,31 @@ def _duration(*, positive: bool = False) -> _Kind:
     )
 
 
+def _boolean() -> _Kind:
+    """true or false: a TOML/JSON boolean, or from the environment and flags the words for them."""
+    words = {
+        "true": True,
+        "1": True,
+        "yes": True,
+        "on": True,
+        "false": False,
+        "0": False,
+        "no": False,
+        "off": False,
+    }
+
+    def parse(raw: object) -> bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in words:
+            return words[raw.strip().lower()]
+        raise ValueError("not true or false")
+
+    return _Kind(
+        allowed="true or false (also 1/0, yes/no, on/off)", parse=parse, show=lambda v: str(v).lower()
+    )
+
+
 def _integer(low: int, high: int | None = None) -> _Kind:
     def parse(raw: object) -> int:
         if isinstance(raw, bool):
@@ -395,6 +420,15 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         kind=_integer(1, 10_000),
         default=30,
         description="How many instances of one server mcpx may start per minute (per server, so one crash-looping server cannot starve the rest).",
+    ),
+    SettingDef(
+        key="pool.spare",
+        kind=_boolean(),
+        default=True,
+        description=(
+            "Keep one instance of each connection- or call-scoped server started ahead of need "
+            "(each 2026-07-28 request is a connection of its own)."
+        ),
     ),
     SettingDef(
         key="transport.address",

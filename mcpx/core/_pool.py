@@ -38,6 +38,11 @@ Rules
   callers that arrive during backoff wait for the retry when it falls within
   their wait, and are refused at once, with when to try again, when it does
   not.  Instances of the server that are still running keep serving.
+* **A spare, if asked for** (``spare``): a connection- or call-scoped server
+  that has been used keeps one more instance started, not yet anybody's;
+  the next connection (or call) that needs an instance of it gets that one,
+  started or still starting, and another spare is spawned.  A spare counts
+  as a spawn, waits out backoff, and is reaped when idle like any instance.
 * **Spawns are rate-limited per server**: at most ``max_spawns_per_minute``
   in any 60-second window (half-open: a spawn at t leaves the window at
   t + 60).  A caller who cannot get a spawn within its wait is refused with
@@ -166,6 +171,8 @@ class PoolConfig:
     """The pause before the first retry after a crash or failed start; doubled for each further failure."""
     backoff_cap: float = 60.0
     """The longest pause; also how long an instance must have been up for its crash to start a new streak."""
+    spare: bool = False
+    """Keep one instance of each connection- or call-scoped server started ahead of need (``pool.spare``)."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -191,6 +198,8 @@ class PoolConfig:
             problems.append(
                 f"backoff_cap ({self.backoff_cap}) must not be below backoff_base ({self.backoff_base})"
             )
+        if not isinstance(self.spare, bool):
+            problems.append(f"spare must be true or false, not {self.spare!r}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -210,7 +219,9 @@ class Spawn:
 
     ``scope_key`` is the key the instance serves: ``None`` for a shared
     server, the connection's key for a connection-scoped one, the caller's
-    connection key (informational) for a call-scoped one.
+    connection key (informational) for a call-scoped one, ``None`` for a
+    spare (``PoolConfig.spare``: started before anybody wants it, then given
+    to the next connection or call that does).
     """
 
     instance: int
@@ -626,12 +637,15 @@ class Pool:
         if slot is None:
             slot = self._slots[key] = _Slot(key=key, scope_key=None if srv.scope == "shared" else scope_key)
         slot.waiting.append(call_id)
+        if slot.instance is None:
+            self._adopt_spare(slot)
         if slot.instance is not None:
             inst = self._instances[slot.instance]
             if inst.state is not _I.STARTING:
                 self._grant_waiters(slot, inst, now)
-            return
-        self._serve_waiters(slot, now)
+        else:
+            self._serve_waiters(slot, now)
+        self._keep_spare(srv, now)
 
     def release(self, call_id: CallId, now: float) -> None:
         """The call's answer arrived (or its caller gave up): let go of it.
@@ -1010,6 +1024,35 @@ class Pool:
         srv.spawn_count += 1
         srv.retry_at = None
         self._emit(Spawn(instance=inst.id, server=srv.name, scope=srv.scope, scope_key=slot.scope_key))
+
+    def _adopt_spare(self, slot: _Slot) -> None:
+        """Give ``slot`` its server's spare instance, started or starting, if there is one."""
+        spare = self._slots.get((slot.server, "spare", None))
+        if spare is None or spare.instance is None:
+            return
+        inst = self._instances[spare.instance]
+        spare.instance = None
+        self._forget_slot_if_unused(spare)
+        inst.slot, inst.scope_key = slot.key, slot.scope_key
+        slot.instance = inst.id
+
+    def _keep_spare(self, srv: _Server, now: float) -> None:
+        """``spare``: a connection- or call-scoped server in use has one instance started ahead of need.
+
+        A 2026-07-28 request is a connection of its own (seed §2.4), so without
+        it every such request to a connection-scoped server waits for a
+        start.  The spare is spawned only when nothing holds spawns back
+        (backoff, the spawn limit), and is reaped when idle like any instance.
+        """
+        if not self.config.spare or srv.scope == "shared" or self.config.idle_timeout == 0:
+            return
+        key: _SlotKey = (srv.name, "spare", None)
+        spare = self._slots.get(key)
+        if (spare is not None and spare.instance is not None) or self._blocked_until(srv, now) is not None:
+            return
+        if spare is None:
+            spare = self._slots[key] = _Slot(key=key, scope_key=None)
+        self._spawn(spare, now)
 
     def _grant_waiters(self, slot: _Slot, inst: _Instance, now: float) -> None:
         waiting, slot.waiting = slot.waiting, []

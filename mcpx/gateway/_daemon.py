@@ -644,6 +644,7 @@ def run_daemon(
         idle_timeout=settings.duration("pool.idleTimeout"),
         call_timeout=settings.duration("pool.callTimeout"),
         max_spawns_per_minute=settings.integer("pool.maxSpawnsPerMinute"),
+        spare=settings.value("pool.spare") is True,
     )
     address = str(settings.value("transport.address"))
     port = settings.integer("transport.port")

@@ -28,7 +28,7 @@ stopped, and the timer must go quiet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -89,10 +89,12 @@ class Ledger:
 
 
 class PoolMachine(RuleBasedStateMachine):
+    config = CONFIG
+
     def __init__(self) -> None:
         super().__init__()
         tick()
-        self.pool = Pool(SERVERS, config=CONFIG)
+        self.pool = Pool(SERVERS, config=self.config)
         self.now = 0.0
         self.ledger = Ledger()
         self.next_call = 1
@@ -350,3 +352,13 @@ class PoolMachine(RuleBasedStateMachine):
 
 PoolMachine.TestCase.settings = settings(stateful_step_count=50)
 test_pool_machine = PoolMachine.TestCase
+
+
+class SparePoolMachine(PoolMachine):
+    """The same rules and invariants with ``spare``: instances started ahead of need, then adopted."""
+
+    config = replace(CONFIG, spare=True)
+
+
+SparePoolMachine.TestCase.settings = settings(stateful_step_count=50)
+test_spare_pool_machine = SparePoolMachine.TestCase

@@ -168,3 +168,32 @@ def test_a_modern_upstreams_server_request_is_answered_only_when_spec_lenient_na
             tg.cancel_scope.cancel()
 
     anyio.run(main)
+
+
+def test_a_spare_process_serves_the_next_connection_without_a_start(tmp_path: Path) -> None:
+    """``pool.spare``: beside the first connection's process a second starts; the next connection gets it."""
+
+    async def main() -> None:
+        servers = {
+            "fragile": UpstreamServer(
+                name="fragile", command=sys.executable, args=("-c", SERVER), scope="connection"
+            )
+        }
+        upstreams = Upstreams(servers, state_dir=tmp_path, pool=PoolConfig(spare=True))
+        async with anyio.create_task_group() as tg:
+            upstreams.attach(tg)
+            first = await call(upstreams, "pid", scope_key="k1")
+            with anyio.fail_after(20):  # the spare starts beside it, for nobody yet
+                while not any(
+                    i.scope_key is None and i.state == "idle" for i in upstreams.status()[0].instances
+                ):
+                    await anyio.sleep(0.05)
+            (spare,) = [i.instance for i in upstreams.status()[0].instances if i.scope_key is None]
+            second = await call(upstreams, "pid", scope_key="k2")
+            assert second != first
+            mine = {i.scope_key: i.instance for i in upstreams.status()[0].instances}
+            assert mine["k2"] == spare  # the next connection was given the spare, already running
+            assert upstreams.status()[0].spawn_count == 3  # k1's, the spare, and the spare's replacement
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)

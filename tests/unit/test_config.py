@@ -288,6 +288,15 @@ def test_bad_values_from_the_environment_and_flags_say_where_they_came_from() ->
     assert "unknown setting pool.bogus (in --set)" in _problems(None, flags={"pool.bogus": "1"})
 
 
+def test_a_switch_takes_a_boolean_in_a_file_and_the_usual_words_elsewhere() -> None:
+    assert parse_config("[pool]\nspare = false\n").settings.value("pool.spare") is False
+    assert parse_config(None, environ={"MCPX_POOL_SPARE": "Off"}).settings.value("pool.spare") is False
+    assert parse_config(None, flags={"pool.spare": "yes"}).settings.value("pool.spare") is True
+    assert "pool.spare = 'maybe' (from MCPX_POOL_SPARE)" in _problems(
+        None, environ={"MCPX_POOL_SPARE": "maybe"}
+    )
+
+
 def test_every_problem_is_reported_at_once() -> None:
     text = "[pool]\ncallTimeout = 'x'\nidleTimeout = 'y'\n[servers.Bad]\ncommand = 'x'\n"
     with pytest.raises(ConfigError) as refused:

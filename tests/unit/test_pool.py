@@ -562,3 +562,53 @@ def test_the_pool_accepts_the_configurations_scope_enum() -> None:
     pool = Pool({"a": Scope.CONNECTION})
     pool.acquire("a", "k", 1, 0.0)
     assert drain(pool) == [Spawn(instance=1, server="a", scope="connection", scope_key="k")]
+
+
+# -- a spare, started ahead of need (pool.spare) -----------------------------------------------------
+
+
+def test_a_spare_is_started_beside_the_first_connection_and_given_to_the_next_at_once() -> None:
+    pool = make(spare=True)
+    pool.acquire("git", "c1", 1, 0.0)
+    first, spare = drain(pool)
+    assert (first.scope_key, spare.scope_key) == ("c1", None)  # the caller's, and nobody's yet
+    pool.started(first.instance, 0.5)
+    pool.started(spare.instance, 0.5)
+    assert [type(a) for a in drain(pool)] == [Granted]
+    pool.acquire("git", "c2", 2, 1.0)  # a new connection: the spare is granted without waiting
+    granted, replacement = drain(pool)
+    assert isinstance(granted, Granted) and granted.instance == spare.instance
+    assert isinstance(replacement, Spawn) and replacement.scope_key is None
+    assert pool.calls_on(spare.instance) == (2,)
+    pool.connection_closed("c2", 2.0)  # the adopted spare is c2's now, and goes with it
+    failed, stopped = drain(pool)
+    assert isinstance(failed, CallFailed) and failed.call_id == 2
+    assert isinstance(stopped, Stop) and stopped.instance == spare.instance
+
+
+def test_a_starting_spare_serves_the_next_call_when_it_starts_and_shared_servers_get_none() -> None:
+    pool = make(spare=True)
+    pool.acquire("sandbox", "c1", 1, 0.0)
+    first, spare = drain(pool)
+    pool.acquire("sandbox", "c1", 2, 0.1)  # a call-scoped server: a fresh instance per call
+    replacement = drain(pool)[-1]  # the spare is call 2's, still starting; another spare is spawned
+    assert isinstance(replacement, Spawn) and replacement.instance not in (first.instance, spare.instance)
+    pool.started(spare.instance, 0.5)
+    (granted,) = drain(pool)
+    assert (granted.call_id, granted.instance) == (2, spare.instance)
+    pool.acquire("files", None, 3, 1.0)
+    assert [type(a) for a in drain(pool)] == [Spawn]  # shared: one instance for everybody, no spare
+
+
+def test_no_spare_while_the_server_backs_off_or_when_idle_instances_stop_at_once() -> None:
+    pool = make(spare=True, idle_timeout=0.0)
+    pool.acquire("git", "c1", 1, 0.0)
+    assert [type(a) for a in drain(pool)] == [Spawn]  # idle instances stop at once: a spare would too
+    pool = make(spare=True)
+    pool.acquire("git", "c1", 1, 0.0)
+    first, spare = drain(pool)
+    pool.start_failed(first.instance, "boom", 0.1)  # backoff begins
+    pool.crashed(spare.instance, "boom", 0.2)
+    drain(pool)
+    pool.acquire("git", "c3", 3, 0.3)  # within the backoff: neither an instance nor a spare now
+    assert not [a for a in drain(pool) if isinstance(a, Spawn)]
