@@ -78,6 +78,7 @@ gateway relays its host's refusal this way).
 """
 CLIENT_INFO = {"name": "mcpx", "version": "0.1.0"}
 STDERR_KEPT = 64 * 1024
+HTTP_CLOSE_TIMEOUT = 2.0  # closing waits this long for the answer to DELETE: the server may be gone
 
 
 _LIST_KEYS = {
@@ -897,11 +898,8 @@ async def connect_http(
             try:
                 yield client
             finally:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    async with transport.lock:
-                        http.close(time.time())
-                        await transport.pump()
-                    await transport.closed.wait()
+                with anyio.CancelScope(shield=True):
+                    await transport.aclose(HTTP_CLOSE_TIMEOUT)
         tg.cancel_scope.cancel()
     if failure is not None:
         raise failure

@@ -36,7 +36,8 @@ Legacy shape (2025-03-26, 2025-06-18, 2025-11-25)
     the server's ``retry:`` delay (``config.retry`` when it sent none) — the
     GET stream always, a POST's stream when it had an event id; at most
     ``max_resumes`` tries in a row without an event.  ``close()`` sends
-    ``DELETE`` when a session id exists.
+    ``DELETE`` when a session id exists, on a connection of its own (the
+    pooled ones are closed first).
 2026-07-28
     Every POST states ``MCP-Protocol-Version`` (the body's
     ``_meta.protocolVersion``, else ``config.revision``), ``Mcp-Method``,
@@ -501,7 +502,7 @@ class HttpClientConnection:
         self._start_get(self._get)
 
     def close(self, now: float) -> None:
-        """End: close every stream, ``DELETE`` the session if there is one; ``Closed`` follows."""
+        """End: close every connection, ``DELETE`` the session if there is one (on a new one); ``Closed`` follows."""
         self._now = max(self._now, now)
         if self._closing:
             return
@@ -519,6 +520,12 @@ class HttpClientConnection:
         self._resuming.clear()
         self._queue.clear()
         if self._session_id is not None and not self.config.modern:
+            # The DELETE gets a connection opened for it, never a pooled one: a
+            # driver closing because its caller was cancelled has lost the tasks
+            # that read the pooled connections (the answer would never be read),
+            # and one the server is dropping as idle could lose the request.
+            for c in [c for c in self._conns.values() if c.exchange is None]:
+                self._close(c)
             headers = self._legacy_headers(True)
             self._start(_Exchange("DELETE", headers, b"", None, self._session_id))
             return

@@ -192,6 +192,30 @@ class HttpTransport(SocketTransport):
         self.http.send(payload, handle=handle, now=time.time())
         await self.pump()
 
+    async def aclose(self, timeout: float) -> None:
+        """Close the binding (legacy: ``DELETE`` the session), waiting at most ``timeout`` s; call it shielded.
+
+        The group the transport was made with may be cancelled already (the
+        caller's scope was: a daemon shutting down), and its tasks with it: a
+        task started there would never connect.  So the connection the close
+        opens for the ``DELETE`` (the binding never sends it on a pooled one,
+        whose reader may be gone) lives in a group of the close's own, under
+        the caller's shield.  Sockets still open afterwards are closed.
+        """
+        tg = self.tg
+        try:
+            with anyio.move_on_after(timeout):
+                async with anyio.create_task_group() as closing:
+                    self.tg = closing
+                    async with self.lock:
+                        self.http.close(self.clock())
+                        await self.pump()
+                    await self.closed.wait()
+                    closing.cancel_scope.cancel()
+        finally:
+            self.tg = tg
+        await self.close_all()
+
     async def abandon(self, handle: int) -> None:
         """Stop waiting for ``handle``'s answer (2026-07-28: closes its stream, which cancels it)."""
         self.http.abandon(handle)

@@ -3,15 +3,22 @@
 mcpx's demo server (``mcpx demo --http 0``) in the legacy session shape and
 per-request 2026-07-28, with a question the server asks answered through the
 same resolver either way, and the official Python SDK's Streamable HTTP
-server.
+server.  A small recording server (``http.server`` on a thread) checks how a
+connection ends: a legacy session is ``DELETE``d, whether the connection closed
+normally or the scope around it was cancelled; a 2026-07-28 one has nothing to end.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +231,178 @@ def test_two_clients_with_rounds_open_at_once_each_get_their_own_answer(demo_url
         assert "Ada" in results["Ada"] and "Grace" in results["Grace"], results
 
     anyio.run(main)
+
+
+# -- how a connection ends -----------------------------------------------------------------
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Just enough Streamable HTTP: a legacy session (its GET stream held open until the session
+    is deleted) or 2026-07-28 POSTs; every request's method and headers are kept."""
+
+    protocol_version = "HTTP/1.1"
+    server: _RecordingServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _reply(self, status: int, body: Any = None, headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(body).encode() if body is not None else b""
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if not self.server.keep_alive:
+            self.send_header("Connection", "close")
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self) -> None:
+        self.server.seen.append((self.command, dict(self.headers.items())))
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "id" not in message:
+            self._reply(202)
+            return
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+        if message["method"] == "initialize":
+            reply["result"] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "recorder", "version": "1"},
+            }
+            self._reply(200, reply, {"Mcp-Session-Id": self.server.session_id})
+            return
+        assert message["method"] == "tools/list", message
+        reply["result"] = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+        if self.headers.get("MCP-Protocol-Version") == "2026-07-28":
+            reply["result"] |= {"resultType": "complete", "ttlMs": 0, "cacheScope": "public"}
+        self._reply(200, reply)
+
+    def do_GET(self) -> None:
+        self.server.seen.append((self.command, dict(self.headers.items())))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.flush()
+        self.server.streaming.set()
+        self.server.deleted.wait(30)  # the session's stream lasts as long as the session
+        self.close_connection = True
+
+    def do_DELETE(self) -> None:
+        self.server.seen.append((self.command, dict(self.headers.items())))
+        self.server.deleted.set()
+        if self.server.answer_delete:
+            self._reply(200)
+        else:  # gone quiet: neither an answer nor the end of the connection
+            self.server.stopping.wait(30)
+            self.close_connection = True
+
+
+class _RecordingServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Recorder)
+        self.session_id = secrets.token_urlsafe(12)
+        self.keep_alive = True  # False: every answer closes its connection, so none waits in the pool
+        self.answer_delete = True
+        self.seen: list[tuple[str, dict[str, str]]] = []
+        self.streaming = threading.Event()  # the session's GET stream is open
+        self.deleted = threading.Event()
+        self.stopping = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/mcp"
+
+    def deletes(self) -> list[dict[str, str]]:
+        return [headers for method, headers in self.seen if method == "DELETE"]
+
+
+@pytest.fixture
+def recorder() -> Iterator[_RecordingServer]:
+    server = _RecordingServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.deleted.set()
+    server.stopping.set()
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def _open_and_end(server: _RecordingServer, backend: str, ending: str, *, modern: bool = False) -> float:
+    """Open ``connect_http`` in a task group, then leave it (``normal``) or cancel the group
+    (``cancelled``, as a daemon shutting down cancels its pool's); how long the ending took (s)."""
+    took: list[float] = []
+
+    async def main() -> None:
+        opened = anyio.Event()
+
+        async def use() -> None:
+            async with connect_http(server.url, modern=modern, offer=Revision.V2025_11_25) as client:
+                if not modern:
+                    await anyio.to_thread.run_sync(server.streaming.wait, 10)  # the session's GET stream
+                assert [t["name"] for t in await client.list_tools()] == ["echo"]
+                opened.set()
+                if ending == "normal":
+                    took.append(time.monotonic())
+                    return
+                await anyio.sleep_forever()
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(use)
+                await opened.wait()
+                if ending == "cancelled":
+                    took.append(time.monotonic())
+                    tg.cancel_scope.cancel()
+        took.append(time.monotonic())
+
+    anyio.run(main, backend=backend)
+    return took[1] - took[0]
+
+
+@pytest.mark.parametrize("keep_alive", [True, False], ids=["pooled-connections", "no-pooled-connection"])
+@pytest.mark.parametrize("ending", ["normal", "cancelled"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_closing_a_legacy_connection_deletes_its_session(
+    recorder: _RecordingServer, backend: str, ending: str, keep_alive: bool
+) -> None:
+    """However the scope around ``connect_http`` ends, the session is ``DELETE``d, promptly.
+
+    Cancelled, the tasks reading the connection's sockets are gone with the
+    scope: the close must neither wait for an answer on a pooled connection
+    nobody reads any more nor open the DELETE's connection in that group.
+    """
+    recorder.keep_alive = keep_alive
+    took = _open_and_end(recorder, backend, ending)
+    deletes = recorder.deletes()
+    assert len(deletes) == 1, [method for method, _ in recorder.seen]
+    assert deletes[0].get("Mcp-Session-Id") == recorder.session_id
+    assert deletes[0].get("MCP-Protocol-Version") == "2025-11-25"
+    assert took < 3, f"closing took {took:.1f}s"  # a hang check: the server answers the DELETE at once
+
+
+@pytest.mark.parametrize("ending", ["normal", "cancelled"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_server_that_never_answers_the_delete_delays_the_close_briefly(
+    recorder: _RecordingServer, backend: str, ending: str
+) -> None:
+    recorder.answer_delete = False
+    took = _open_and_end(recorder, backend, ending)
+    assert len(recorder.deletes()) == 1
+    assert took < 4, f"closing took {took:.1f}s"  # mcpx waits 2 s for the answer
+
+
+@pytest.mark.parametrize("ending", ["normal", "cancelled"])
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_closing_a_modern_connection_sends_no_delete(
+    recorder: _RecordingServer, backend: str, ending: str
+) -> None:
+    took = _open_and_end(recorder, backend, ending, modern=True)
+    assert [method for method, _ in recorder.seen] == ["POST"]
+    assert took < 3, f"closing took {took:.1f}s"
