@@ -263,7 +263,9 @@ class Client:
                 )
         except BaseException:
             if pending.outcome is None:
-                with anyio.CancelScope(shield=True):
+                # The connection may be closing under us (the caller was cancelled by the
+                # same shutdown): then there is nothing left to cancel on the wire.
+                with anyio.CancelScope(shield=True), contextlib.suppress(LocalProtocolError):
                     self.session.cancel(handle, "the caller gave up")
                     await self._flush()
             raise

@@ -274,6 +274,10 @@ class _Recorder(BaseHTTPRequestHandler):
             }
             self._reply(200, reply, {"Mcp-Session-Id": self.server.session_id})
             return
+        if message["method"] == "tools/call":  # never answered: the call is in flight until it is cancelled
+            self.server.stopping.wait(30)
+            self.close_connection = True
+            return
         assert message["method"] == "tools/list", message
         reply["result"] = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
         if self.headers.get("MCP-Protocol-Version") == "2026-07-28":
@@ -406,3 +410,34 @@ def test_closing_a_modern_connection_sends_no_delete(
     took = _open_and_end(recorder, backend, ending, modern=True)
     assert [method for method, _ in recorder.seen] == ["POST"]
     assert took < 3, f"closing took {took:.1f}s"
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_call_cancelled_by_the_same_shutdown_as_its_connection_ends_quietly(
+    recorder: _RecordingServer, backend: str
+) -> None:
+    """A daemon shutting down cancels the callers and the connection at once: no error escapes either."""
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            opened = anyio.Event()
+
+            async def call(client: Any) -> None:
+                await client.call_tool("echo", {})
+
+            async def use() -> None:
+                async with connect_http(recorder.url, offer=Revision.V2025_11_25) as client:
+                    await anyio.to_thread.run_sync(recorder.streaming.wait, 10)
+                    for _ in range(4):
+                        tg.start_soon(call, client)
+                    await anyio.sleep(0.3)  # the calls are in flight
+                    opened.set()
+                    await anyio.sleep_forever()
+
+            tg.start_soon(use)
+            with anyio.fail_after(20):
+                await opened.wait()
+            tg.cancel_scope.cancel()
+
+    anyio.run(main, backend=backend)
+    assert len(recorder.deletes()) == 1
