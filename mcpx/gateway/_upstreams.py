@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from ..core import (
 from ..core._gateway import narrowed_capabilities
 from ..core._pool import (
     CallFailed,
+    CallId,
     CallTimedOut,
     Granted,
     Pool,
@@ -169,7 +171,11 @@ async def _ask_round(host: Context, requests: Mapping[str, Any]) -> dict[str, An
 
 
 async def _follow_task(
-    client: Client, created: Mapping[str, Any], host: Context | None, capabilities: Mapping[str, Any] | None
+    client: Client,
+    created: Mapping[str, Any],
+    host: Context | None,
+    capabilities: Mapping[str, Any] | None,
+    ask: RoundResolver | None,
 ) -> Mapping[str, Any]:
     """A 2026-07-28 upstream answered with a task (tasks extension): its final result, or its error.
 
@@ -210,9 +216,9 @@ async def _follow_task(
                 new = {key: item for key, item in requests.items() if key not in asked}
                 if new:
                     asked.update(new)
-                    if host is None:
+                    if ask is None:
                         raise _unattributed(f"task {task_id}'s questions")
-                    answers = await _ask_round(host, new)
+                    answers = await ask(new)
                     await client.request(
                         "tasks/update", {"taskId": task_id, "inputResponses": answers}, **fitted
                     )
@@ -235,13 +241,6 @@ async def _subscribe_upstream(client: Client, uri: str) -> None:
         resources = (await client.server_capabilities()).get("resources")
         if isinstance(resources, Mapping) and resources.get("subscribe"):
             await client.subscribe(uri)
-
-
-def _round_resolver(host: Context) -> RoundResolver:
-    async def resolve(requests: Mapping[str, Any]) -> Mapping[str, Any]:
-        return await _ask_round(host, requests)
-
-    return resolve
 
 
 def _era_key(server: UpstreamServer) -> str:
@@ -378,6 +377,28 @@ class Upstreams:
                 self._perform()
 
     @contextlib.contextmanager
+    def _asking(self, call_ids: tuple[CallId, ...]) -> Iterator[None]:
+        """A question is out to the host for ``call_ids``: their call timeouts pause meanwhile (seed §3.5)."""
+        for call_id in call_ids:
+            self.pool.question_pending(call_id, True, time.monotonic())
+        self._perform()
+        try:
+            yield
+        finally:
+            for call_id in call_ids:
+                self.pool.question_pending(call_id, False, time.monotonic())
+            self._perform()
+
+    def _round_resolver(self, host: Context, call_id: str) -> RoundResolver:
+        """The host's answers to a 2026-07-28 upstream's round for ``call_id``, its timeout paused meanwhile."""
+
+        async def resolve(requests: Mapping[str, Any]) -> Mapping[str, Any]:
+            with self._asking((call_id,)):
+                return await _ask_round(host, requests)
+
+        return resolve
+
+    @contextlib.contextmanager
     def _guarded(self, call_id: str) -> Iterator[None]:
         """The call's own cancel scope: the pool cancels it when the call times out (``CallTimedOut``)."""
         waiter = self._waiters[call_id]
@@ -428,16 +449,17 @@ class Upstreams:
                 if as_task:
                     caps["extensions"] = {**caps.get("extensions", {}), TASKS_EXTENSION: {}}
                 fitted["capabilities"] = caps
-                fitted["on_round"] = _round_resolver(host)
-            budget = self.pool.budget_for(call_id)
-            with self._guarded(call_id):
+                fitted["on_round"] = self._round_resolver(host, call_id)
+            with self._guarded(call_id):  # the pool's call timeout, paused while the host is asked
                 try:
                     result = await client.request(
-                        method, params, on_progress=on_progress, timeout=budget, log_level="debug", **fitted
+                        method, params, on_progress=on_progress, log_level="debug", **fitted
                     )
                     if result.get("resultType") != "task":
                         return result
-                    return await _follow_task(client, result, host, fitted.get("capabilities"))
+                    return await _follow_task(
+                        client, result, host, fitted.get("capabilities"), fitted.get("on_round")
+                    )
                 except McpCallError as exc:
                     if client.session.closed:  # not the upstream's answer: the upstream went away
                         running = self._running.get(instance)
@@ -480,6 +502,15 @@ class Upstreams:
                 return found
         raise AssertionError("unreachable: _guarded raises when the call did not return")
 
+    @property
+    def _own_timeout(self) -> float:
+        """The bound of requests mcpx makes of its own accord (the clients' timers are off: ``_open``)."""
+        return self.pool.config.call_timeout
+
+    async def _subscribe_within_bounds(self, client: Client, uri: str) -> None:
+        with anyio.move_on_after(self._own_timeout):
+            await _subscribe_upstream(client, uri)
+
     def watch(
         self,
         servers: Iterable[str],
@@ -519,7 +550,7 @@ class Upstreams:
         uris.add(uri)
         for running in self._running.values():
             if running.server == server and running.client is not None:
-                self._tg.start_soon(_subscribe_upstream, running.client, uri)
+                self._tg.start_soon(self._subscribe_within_bounds, running.client, uri)
 
     def status(self) -> tuple[ServerStatus, ...]:
         return self.pool.status(time.monotonic())
@@ -570,16 +601,17 @@ class Upstreams:
             client.on_notification = lambda note: self._heard(instance, server.name, note)
             if not client.session.modern and "logging" in client.session.server_capabilities:
                 with contextlib.suppress(McpCallError):  # the hosts' own levels filter what they get
-                    await client.request("logging/setLevel", {"level": "debug"})
+                    await client.request("logging/setLevel", {"level": "debug"}, timeout=self._own_timeout)
             running.client = client
             self.clients_started += 1
             self.pool.started(instance, time.monotonic())
             self._perform()
             if server.name in self._watched:
-                with contextlib.suppress(McpCallError):  # a server that will not listen sends no changes
-                    await client.start_listening()
-                for uri in sorted(self._resources.get(server.name, ())):
-                    await _subscribe_upstream(client, uri)
+                with anyio.move_on_after(self._own_timeout):
+                    with contextlib.suppress(McpCallError):  # a server that will not listen sends no changes
+                        await client.start_listening()
+                    for uri in sorted(self._resources.get(server.name, ())):
+                        await _subscribe_upstream(client, uri)
             while not running.stop.is_set():
                 if client.session.closed:
                     running.reason = f"server {server.name!r} exited; {client._gone()}"
@@ -611,16 +643,18 @@ class Upstreams:
     async def _resolve(self, instance: int, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
         """A legacy upstream's question (a server request), put to the host whose call it is for (seed §3.4)."""
         host = self._host_of(instance)
-        if host is None:
-            if self._resolver is not None:
-                return await self._resolver(method, params)
-            raise _unattributed(method)
-        own = _answered_by_mcpx(host, method)
-        if own is not None:
-            return own
-        question = host.question(method, params)
-        answer: Mapping[str, Any] = (await _ask_host(host, [question]))[question.key]
-        return answer
+        calls = self.pool.calls_on(instance)
+        with self._asking(calls if len(calls) == 1 else ()):  # the call it is for, when that can be told
+            if host is None:
+                if self._resolver is not None:
+                    return await self._resolver(method, params)
+                raise _unattributed(method)
+            own = _answered_by_mcpx(host, method)
+            if own is not None:
+                return own
+            question = host.question(method, params)
+            answer: Mapping[str, Any] = (await _ask_host(host, [question]))[question.key]
+            return answer
 
     def _host_of(self, instance: int) -> Context | None:
         """The host whose call a legacy question on ``instance`` belongs to; ``None`` when that cannot be told.
@@ -668,7 +702,10 @@ class Upstreams:
             "capabilities": self._capabilities,
             "resolver": resolver,
             "client_info": CLIENT_INFO,
-            "call_timeout": self.pool.config.call_timeout,
+            # The pool times calls (``_guarded``), pausing while a question is out; the
+            # client's own timer would not pause, so it is off.  Requests of mcpx's own
+            # (listening, subscribing, the log level) are bounded where they are made.
+            "call_timeout": math.inf,
             "answer_modern_requests": self._answer_modern_requests,
         }
         if server.url is None:

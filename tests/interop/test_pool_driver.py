@@ -26,9 +26,13 @@ pytestmark = pytest.mark.timeout(60)
 
 SERVER = """
 import os, anyio
-from mcpx.server import Server
+from mcpx.server import Context, Server
 from mcpx.drivers import serve_stdio
 server = Server("fragile")
+
+@server.tool()
+async def roots(ctx: Context) -> str:
+    return str(len(await ctx.list_roots()))
 
 @server.tool()
 async def pid() -> str:
@@ -194,6 +198,28 @@ def test_a_spare_process_serves_the_next_connection_without_a_start(tmp_path: Pa
             mine = {i.scope_key: i.instance for i in upstreams.status()[0].instances}
             assert mine["k2"] == spare  # the next connection was given the spare, already running
             assert upstreams.status()[0].spawn_count == 3  # k1's, the spare, and the spare's replacement
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+
+
+def test_the_call_timeout_pauses_while_the_upstream_waits_for_an_answer(tmp_path: Path) -> None:
+    """Seed §3.5: a person taking longer than pool.callTimeout to answer does not cut the call."""
+    answered: list[str] = []
+
+    async def slow(method: str, params: object) -> dict[str, object]:
+        await anyio.sleep(1.5)  # longer than the 1 s call timeout
+        answered.append(method)
+        return {"roots": [{"uri": "file:///a"}, {"uri": "file:///b"}]}
+
+    async def main() -> None:
+        upstreams = Upstreams(fragile(), state_dir=tmp_path, pool=PoolConfig(call_timeout=1.0), resolver=slow)
+        async with anyio.create_task_group() as tg:
+            upstreams.attach(tg)
+            assert await call(upstreams, "roots") == "2"
+            assert answered == ["roots/list"]
+            with pytest.raises(McpCallError, match="fragile"):  # and the bound still holds without a question
+                await call(upstreams, "nap", {"seconds": 60})
             tg.cancel_scope.cancel()
 
     anyio.run(main)
