@@ -148,15 +148,25 @@ class GatewayServer(Server):
             self.upstreams.subscribe(decided.server, decided.params["uri"])
 
     def task_support(self, tool: str) -> str | None:
-        """A pass-through tool's ``execution.taskSupport``, from the catalogs last seen; else ``None``.
+        """Whether the host's call of ``tool`` may run as one of mcpx's tasks (seed §2.5, "Tasks, per era").
 
-        It decides whether the host's call runs as one of mcpx's tasks
-        (seed §2.5, "Tasks, per era"); the upstream call under it asks for an
-        upstream task only when the host's request declared the extension,
-        and mcpx follows that task to its end (``Upstreams.request``).  The
-        gateway's own tools never run as tasks.
+        A pass-through tool's ``execution.taskSupport`` from the catalogs last
+        seen; one not seen yet (the start-up listing still running, or a name
+        the upstream does not list) is ``"optional"``, since the upstream
+        decides: its call becomes a task of mcpx's if the upstream answers
+        with one.  The gateway's own tools say what they declare
+        (``mcpx_call``: optional).  The upstream call under a task asks for
+        an upstream task, and mcpx follows that to its end
+        (``Upstreams.request``).
         """
-        return self._task_support.get(tool)
+        if tool in self._task_support:
+            return self._task_support[tool]
+        own = _GATEWAY_TOOLS.get(tool)
+        if own is not None:
+            execution = own.get("execution")
+            declared = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+            return str(declared) if declared in ("optional", "required") else "forbidden"
+        return "optional" if self.passthrough else None
 
     def header_params(self, tool: str) -> Mapping[str, str]:
         """A pass-through tool's ``x-mcp-header`` arguments, for the HTTP binding's ``Mcp-Param-*`` check.
@@ -378,12 +388,26 @@ def scope_key(context: RequestContext) -> tuple[str, bool]:
 
 
 def _upstream_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """What goes upstream: the host's params without its own ``_meta`` and ``task``.
+    """What goes upstream: the host's params, but not what was the host's own business with mcpx.
 
-    The host's tokens and ids are not the upstream's, and a 2025-11-25 host's
-    ``task`` asks mcpx for a task, which mcpx runs itself (``_forward``).
+    ``_meta`` keeps what the host means for whoever serves the call (trace
+    context, its own keys) and loses the protocol's (``progressToken`` and
+    ``io.modelcontextprotocol/*``: mcpx states its own on the upstream hop)
+    and mcpx's (``dev.mcpx/*``).  A 2025-11-25 host's ``task`` asks mcpx for a
+    task, which mcpx runs itself (``_forward``).
     """
-    return {k: v for k, v in params.items() if k not in ("_meta", "task")}
+    out = {k: v for k, v in params.items() if k not in ("_meta", "task")}
+    meta = params.get("_meta")
+    if isinstance(meta, Mapping):
+        kept = {k: v for k, v in meta.items() if not _hop_meta(str(k))}
+        if kept:
+            out["_meta"] = kept
+    return out
+
+
+def _hop_meta(key: str) -> bool:
+    """A ``_meta`` key that belongs to one hop (host → mcpx), not to the call."""
+    return key == "progressToken" or key.startswith(("io.modelcontextprotocol/", "dev.mcpx/"))
 
 
 _ENVELOPE_KEYS = frozenset({"resultType", "ttlMs", "cacheScope"})

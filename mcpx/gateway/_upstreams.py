@@ -348,10 +348,16 @@ class Upstreams:
         on the way out, however the call ends.  A refusal, or an instance
         that went away before the call could start, is ``McpCallError``
         naming the server.  The caller runs the call inside
-        ``self._guarded(call_id)``, which the pool cancels on a timeout.
+        ``self._guarded(call_id)``, which the pool cancels on a timeout.  A
+        call with no scope key (``/v1``, the CLI) to a connection-scoped
+        server is a connection of its own, ended with the call.
         """
         call_id = f"c{next(self._ids)}"
         waiter = self._waiters[call_id] = _Waiter(host=host)
+        config = self.servers.get(server)
+        once = scope_key is None and config is not None and str(config.scope) == "connection"
+        if once:  # nobody's connection (a /v1 request, the CLI): this call is a connection of its own
+            scope_key = f"once:{call_id}"
         try:
             self.pool.acquire(server, scope_key, call_id, time.monotonic(), timeout=timeout)
             self._perform()
@@ -374,6 +380,9 @@ class Upstreams:
             self._waiters.pop(call_id, None)
             with anyio.CancelScope(shield=True):
                 self.pool.release(call_id, time.monotonic())
+                if once:
+                    assert scope_key is not None
+                    self.pool.connection_closed(scope_key, time.monotonic())
                 self._perform()
 
     @contextlib.contextmanager

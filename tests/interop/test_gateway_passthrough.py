@@ -380,6 +380,41 @@ def test_a_required_task_tool_runs_as_a_task_of_mcpx_and_ends_as_the_upstream_ta
     assert status == 400 and refused["error"]["code"] == -32021
 
 
+def test_the_first_call_of_a_fresh_daemon_is_a_task_when_the_upstream_makes_it_one(tmp_path: Path) -> None:
+    """Before mcpx has listed the upstream (its start-up listing races the call), the upstream decides."""
+    fresh = Daemon(tmp_path, scope="shared")
+    try:
+        status, created = fresh.post(
+            "tools/call", {"name": "failing_job", "arguments": {}}, capabilities=TASKS
+        )
+        assert status == 200 and created["result"]["resultType"] == "task", created
+        assert until_settled(fresh, created["result"]["taskId"])["status"] == "completed"
+    finally:
+        fresh.close()
+
+
+def test_mcpx_call_runs_as_a_task_as_its_execution_says(shared: Daemon) -> None:
+    arguments = {"server": "conformance", "tool": "slow_compute", "arguments": {"seconds": 1}}
+    status, created = shared.post(
+        "tools/call", {"name": "mcpx_call", "arguments": arguments}, capabilities=TASKS
+    )
+    assert status == 200 and created["result"]["resultType"] == "task", created
+    done = until_settled(shared, created["result"]["taskId"])
+    assert done["status"] == "completed" and text_of(done["result"]) == "job: computed after 1 s"
+
+
+def test_v1_call_reaches_a_connection_scoped_server_as_a_connection_of_its_own(daemon: Daemon) -> None:
+    """/v1 has no host connection; a connection-scoped server still answers (and its instance goes after)."""
+    url = urlsplit(daemon.mcp)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    body = {"server": "conformance", "tool": "test_simple_text", "arguments": {}}
+    conn.request("POST", "/v1/call", body=orjson.dumps(body), headers={"content-type": "application/json"})
+    response = conn.getresponse()
+    answer = orjson.loads(response.read())
+    assert response.status == 200, answer
+    assert answer["result"]["content"][0]["text"] == "This is a simple text response for testing."
+
+
 def test_an_upstream_task_waiting_for_input_asks_the_host_through_tasks_get_and_update(
     shared: Daemon,
 ) -> None:

@@ -26,7 +26,8 @@ from tests.interop._daemon_thread import DaemonThread
 pytestmark = pytest.mark.timeout(120)
 
 UPSTREAM = """
-from mcpx.server import Server
+import json
+from mcpx.server import Context, Server
 from mcpx.drivers import serve_stdio
 server = Server("notes", subscribe=True)
 state = {"text": "first"}
@@ -34,6 +35,10 @@ state = {"text": "first"}
 @server.resource("note://today", name="today", mime_type="text/plain")
 def today() -> str:
     return state["text"]
+
+@server.tool()
+def seen_meta(ctx: Context) -> str:
+    return json.dumps(dict(ctx.request.meta), sort_keys=True)
 
 @server.tool()
 def touch(text: str) -> str:
@@ -114,5 +119,23 @@ def test_one_host_leaving_does_not_end_anothers_subscription(daemon: DaemonThrea
             await staying.call_tool("touch", {"text": "third"})
             await heard(staying, 1)
             assert updates(staying) == [URI]
+
+    anyio.run(main)
+
+
+def test_the_hosts_own_meta_reaches_the_upstream_and_the_hops_does_not(daemon: DaemonThread) -> None:
+    """Trace context and a host's own keys travel with the call; tokens and protocol keys are per hop."""
+
+    async def main() -> None:
+        async with host(daemon, "2025-11-25") as client:
+            meta = {
+                "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                "x.example/tag": 7,
+            }
+            params = {"name": "seen_meta", "arguments": {}, "_meta": {**meta, "dev.mcpx/session": "s1"}}
+            result = await client.request("tools/call", params)
+            seen = orjson.loads(result["content"][0]["text"])
+            assert {k: seen[k] for k in meta} == meta
+            assert "dev.mcpx/session" not in seen
 
     anyio.run(main)
