@@ -308,9 +308,9 @@ def loop(request: pytest.FixtureRequest) -> str:
 def stopped_daemons(http_upstreams: dict[str, str]) -> Iterator[list[Daemon]]:
     """Daemons told to stop; each is joined at the end of the module (before the HTTP upstreams stop).
 
-    A daemon whose legacy Streamable HTTP upstream session is open takes 5 s
-    to stop (its ``DELETE`` is never sent: see the report), so the stops
-    overlap the next loop's tests instead of adding up.
+    A daemon whose legacy Streamable HTTP upstream session is open ends it
+    with ``DELETE`` as it stops (at most 2 s when the upstream is silent), so
+    the stops overlap the next loop's tests instead of adding up.
     """
     stopping: list[Daemon] = []
     yield stopping
