@@ -141,6 +141,19 @@ def text_of(result: Mapping[str, Any]) -> str:
     return str(result["content"][0]["text"])
 
 
+def answer_the_greeting(daemon: Daemon, request_state: str) -> str:
+    """Retry ``test_input_required_result_capabilities`` with its sampling question answered; the text."""
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "hey"}, "model": "m"}
+    params = call(
+        "test_input_required_result_capabilities",
+        inputResponses={"greeting": sampled},
+        requestState=request_state,
+    )
+    status, done = daemon.post("tools/call", params, capabilities={"sampling": {}})
+    assert status == 200, done
+    return text_of(done["result"])
+
+
 def b64(text: str) -> str:
     return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
 
@@ -235,18 +248,7 @@ def test_rounds_of_calls_sharing_an_upstream_instance_each_reach_their_own_host(
         "tools/call", call("test_input_required_result_capabilities"), capabilities={"sampling": {}}
     )
     assert status == 200 and list(second["result"]["inputRequests"]) == ["greeting"]
-    status, done = shared.post(
-        "tools/call",
-        call(
-            "test_input_required_result_capabilities",
-            inputResponses={
-                "greeting": {"role": "assistant", "content": {"type": "text", "text": "hey"}, "model": "m"}
-            },
-            requestState=second["result"]["requestState"],
-        ),
-        capabilities={"sampling": {}},
-    )
-    assert text_of(done["result"]) == "Got client_roots, greeting"
+    assert answer_the_greeting(shared, second["result"]["requestState"]) == "Got client_roots, greeting"
     status, done = shared.post(
         "tools/call",
         call(
@@ -292,18 +294,7 @@ def test_the_upstream_asks_only_what_the_calling_host_declared(daemon: Daemon) -
     # No elicitation: the host did not declare it.  No roots question either: the host
     # declared none, so mcpx answered the upstream with its own (seed §2.5, "Roots").
     assert list(first["result"]["inputRequests"]) == ["greeting"]
-    status, done = daemon.post(
-        "tools/call",
-        call(
-            "test_input_required_result_capabilities",
-            inputResponses={
-                "greeting": {"role": "assistant", "content": {"type": "text", "text": "hey"}, "model": "m"}
-            },
-            requestState=first["result"]["requestState"],
-        ),
-        capabilities={"sampling": {}},
-    )
-    assert text_of(done["result"]) == "Got client_roots, greeting"
+    assert answer_the_greeting(daemon, first["result"]["requestState"]) == "Got client_roots, greeting"
 
     # Another host declaring everything is asked everything.
     status, other = daemon.post("tools/call", call("test_input_required_result_capabilities"))
