@@ -82,3 +82,22 @@ def test_binding_beyond_loopback_warns() -> None:
         assert "serving MCP at http://0.0.0.0:" in proc.stderr.readline().decode()
     finally:
         assert stop_http_server(proc) == 0
+
+
+def test_the_daemon_bound_beyond_loopback_warns(tmp_path: Path) -> None:
+    """``mcpx daemon --address 0.0.0.0``: whatever can route to the port can run tools, and it says so."""
+    env = {**os.environ, "HOME": str(tmp_path), "MCPX_STATE": str(tmp_path / "state")}
+    env.pop("MCPX_CONFIG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcpx", "daemon", "--address", "0.0.0.0", "--port", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stderr is not None
+    try:
+        said = [proc.stderr.readline().decode() for _ in range(2)]  # the built-in default's note, then this
+        assert any("warning" in line and "can run" in line and "0.0.0.0" in line for line in said), said
+    finally:
+        stop_http_server(proc)  # an interrupted daemon exits 130, as a shell expects
