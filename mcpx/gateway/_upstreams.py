@@ -530,8 +530,8 @@ class Upstreams:
 
         ``kind`` is tools, prompts or resources.  A legacy upstream sends
         these unsolicited; a 2026-07-28 one only on a ``subscriptions/listen``
-        stream, which every instance of a watched server keeps open (seed
-        §4.3).  Resource updates come only for URIs subscribed upstream
+        stream, which every instance keeps open (seed §4.3; unwatched servers'
+        changes only drop the instance's cached lists).  Resource updates come only for URIs subscribed upstream
         (``subscribe``).
         """
         self._watched = frozenset(servers)
@@ -615,12 +615,14 @@ class Upstreams:
             self.clients_started += 1
             self.pool.started(instance, time.monotonic())
             self._perform()
-            if server.name in self._watched:
-                with anyio.move_on_after(self._own_timeout):
-                    with contextlib.suppress(McpCallError):  # a server that will not listen sends no changes
-                        await client.start_listening()
-                    for uri in sorted(self._resources.get(server.name, ())):
-                        await _subscribe_upstream(client, uri)
+            with anyio.move_on_after(self._own_timeout):
+                # Every instance hears its server's list changes, so that cached lists (the
+                # catalogs the gateway builds on) are dropped when they change; a 2026-07-28
+                # server sends them only on a listen stream.  Hosts hear of watched ones.
+                with contextlib.suppress(McpCallError):  # a server that will not listen sends no changes
+                    await client.start_listening()
+                for uri in sorted(self._resources.get(server.name, ())):
+                    await _subscribe_upstream(client, uri)
             while not running.stop.is_set():
                 if client.session.closed:
                     running.reason = f"server {server.name!r} exited; {client._gone()}"

@@ -502,3 +502,39 @@ def test_a_long_call_of_a_legacy_host_is_resumed_with_last_event_id(tmp_path: Pa
         assert text_of(answer["result"]) == "Reconnection test completed"
     finally:
         daemon.close()
+
+
+def test_in_gateway_mode_an_upstream_list_change_refreshes_what_the_discovery_tools_see(
+    tmp_path: Path,
+) -> None:
+    """Not passed through, a 2026-07-28 upstream's list changes still reach mcpx's cache (its listen stream)."""
+    command = orjson.dumps(sys.executable).decode()
+    text = f"""
+[servers.conformance]
+command = {command}
+args = ["-m", "mcpx", "demo", "--profile", "conformance"]
+
+[transport]
+port = 0
+"""
+    config = parse_config(text, environ={"MCPX_STATE": str(tmp_path / "state")}, home=str(tmp_path))
+    daemon = DaemonThread(config)
+
+    async def main() -> None:
+        async with connect_http(daemon.mcp, modern=True) as client:
+
+            async def found() -> list[Any]:
+                result = await client.call_tool("mcpx_search", {"query": "test_dynamic_tool"})
+                return [t for t in result["structuredContent"]["tools"] if t["name"] == "test_dynamic_tool"]
+
+            assert await found() == []
+            arguments = {"server": "conformance", "tool": "test_trigger_tool_change", "arguments": {}}
+            assert text_of(await client.call_tool("mcpx_call", arguments)) == "tool list changed"
+            with anyio.fail_after(10):
+                while not await found():
+                    await anyio.sleep(0.1)
+
+    try:
+        anyio.run(main)
+    finally:
+        daemon.close()
