@@ -152,6 +152,10 @@ class HttpConfig:
     app_paths: tuple[str, ...] = ()
     """Paths (a path, or a prefix ending in ``/``) served by the embedding application on the
     same listener, under the same Origin and Host checks: each request becomes ``AppRequest``."""
+    on_session_end: Callable[[str], None] | None = None
+    """Told the identity (``session:<id>``) of each legacy session that ends — deleted, idle,
+    evicted or its SSE stream lost — so an application can let go of what it kept for it.
+    It must not block."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1420,6 +1424,8 @@ class HttpServer:
 
     def _end_session(self, hs: _HttpSession, why: str) -> None:
         self._trace("session-ended", session=hs.id, why=why)
+        if self.http.on_session_end is not None:
+            self.http.on_session_end(f"session:{hs.id}")
         for stream in list(hs.streams.values()):
             if stream.out is not None:
                 self._end_response(stream.out, close=stream.kind == "legacy-sse")

@@ -671,6 +671,7 @@ def run_daemon(
     http = HttpConfig(
         bound_host=address,
         header_params=gateway.header_params,
+        on_session_end=upstreams.scope_ended,  # a legacy host's session: its connection-scoped instances go
         app_paths=APP_PATHS,
         allowed_origins=frozenset(settings.names("transport.allowedOrigins")),
         allowed_hosts=frozenset(settings.names("transport.allowedHosts")),

@@ -538,3 +538,27 @@ port = 0
         anyio.run(main)
     finally:
         daemon.close()
+
+
+def test_a_legacy_hosts_connection_scoped_upstream_stops_when_its_session_ends(daemon: Daemon) -> None:
+    """``scope = "connection"``: the session's DELETE ends its scope, and the instance it had goes."""
+    base = daemon.mcp.rsplit("/", 1)[0]
+
+    def scopes() -> set[str]:
+        url = urlsplit(base)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+        conn.request("GET", "/v1/servers")
+        (server,) = orjson.loads(conn.getresponse().read())["servers"]
+        return {str(i["scopeKey"]) for i in server["pool"]["instances"]}
+
+    async def main() -> None:
+        before = scopes()
+        async with connect_http(daemon.mcp, offer=Revision.V2025_11_25) as client:
+            await client.call_tool("test_simple_text")
+            ours = {key for key in scopes() - before if key.startswith("session:")}
+            assert len(ours) == 1
+        with anyio.fail_after(10):
+            while ours & scopes():
+                await anyio.sleep(0.05)
+
+    anyio.run(main)

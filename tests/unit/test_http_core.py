@@ -337,6 +337,18 @@ def test_get_and_delete_outside_a_session_are_405_and_delete_ends_a_session() ->
     assert after.status == 404
 
 
+def test_the_application_is_told_when_a_legacy_session_ends() -> None:
+    """``on_session_end``: the identity of a session deleted (or idled out) — a gateway frees what it kept."""
+    ended: list[str] = []
+    h = Harness(on_session_end=ended.append)
+    session = h.initialize()
+    assert ended == []
+    conn = h.open()
+    h.send(conn, "DELETE", None, {"mcp-session-id": session})
+    assert h.reply(conn).status == 200
+    assert ended == [f"session:{session}"]
+
+
 def test_keep_alive_turns_a_silent_answer_into_an_event_stream() -> None:
     h = Harness(sse_keepalive=5.0)
     conn = h.open()
