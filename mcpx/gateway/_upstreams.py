@@ -235,6 +235,44 @@ async def _follow_task(
         raise
 
 
+async def _needs_core_task(client: Client, method: str, params: Mapping[str, Any] | None) -> bool:
+    """A 2025-11-25 upstream's tool that runs only as a task (``execution.taskSupport: "required"``)."""
+    if method != "tools/call" or client.session.modern or client.revision != Revision.V2025_11_25:
+        return False
+    name = (params or {}).get("name")
+    for tool in await client.cached_list("tools/list"):
+        if isinstance(tool, Mapping) and tool.get("name") == name:
+            execution = tool.get("execution")
+            return isinstance(execution, Mapping) and execution.get("taskSupport") == "required"
+    return False
+
+
+async def _run_core_task(
+    client: Client, params: Mapping[str, Any], on_progress: Callable[[Progress], None] | None
+) -> Mapping[str, Any]:
+    """A 2025-11-25 core task, run to its end: ``params.task`` on the call, then ``tasks/result``.
+
+    mcpx asks for the task only because the upstream will not run the tool
+    otherwise; ``tasks/result`` blocks until the task ends and answers what
+    the call would have (its result, or its JSON-RPC error).  Questions the
+    task asks meanwhile arrive as server requests, attributed like any
+    legacy upstream's.  When the caller gives up, the task is cancelled.
+    """
+    created = await client.request("tools/call", {**params, "task": {}}, on_progress=on_progress)
+    task = created.get("task")
+    task_id = task.get("taskId") if isinstance(task, Mapping) else None
+    if not isinstance(task_id, str):
+        raise McpCallError(
+            {"code": -32603, "message": "the server answered a task-augmented call without a task"}
+        )
+    try:
+        return await client.request("tasks/result", {"taskId": task_id})
+    except anyio.get_cancelled_exc_class():  # the caller gave up, or the pool's timeout: the task too
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(McpCallError):
+            await client.request("tasks/cancel", {"taskId": task_id})
+        raise
+
+
 async def _subscribe_upstream(client: Client, uri: str) -> None:
     """``client``'s server told of an interest in ``uri``, if it declared ``resources.subscribe``."""
     with contextlib.suppress(McpCallError):  # the server refused, or went: hosts simply get no updates
@@ -461,6 +499,8 @@ class Upstreams:
                 fitted["on_round"] = self._round_resolver(host, call_id)
             with self._guarded(call_id):  # the pool's call timeout, paused while the host is asked
                 try:
+                    if await _needs_core_task(client, method, params):
+                        return await _run_core_task(client, params or {}, on_progress)
                     result = await client.request(
                         method, params, on_progress=on_progress, log_level="debug", **fitted
                     )

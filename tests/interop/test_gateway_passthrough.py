@@ -28,7 +28,7 @@ import anyio
 import orjson
 import pytest
 
-from mcpx.client import connect_http
+from mcpx.client import McpCallError, connect_http
 from mcpx.config import parse_config
 from mcpx.core import Revision
 from tests.interop._daemon_thread import DaemonThread
@@ -562,3 +562,32 @@ def test_a_legacy_hosts_connection_scoped_upstream_stops_when_its_session_ends(d
                 await anyio.sleep(0.05)
 
     anyio.run(main)
+
+
+def test_a_legacy_upstreams_task_only_tool_runs_as_a_core_task_mcpx_asks_for(tmp_path: Path) -> None:
+    """A 2025-11-25 upstream runs a ``required`` tool only with ``params.task``: mcpx asks, then waits for it."""
+    command = orjson.dumps(sys.executable).decode()
+    text = f"""
+[servers.legacy]
+command = {command}
+args = ["-m", "mcpx", "demo", "--profile", "conformance", "--revisions", "2025-11-25"]
+
+[transport]
+port = 0
+"""
+    config = parse_config(text, environ={"MCPX_STATE": str(tmp_path / "state")}, home=str(tmp_path))
+    daemon = DaemonThread(config)
+
+    async def main() -> None:
+        async with connect_http(daemon.mcp, modern=True) as client:
+            arguments = {"server": "legacy", "tool": "failing_job", "arguments": {}}
+            result = await client.call_tool("mcpx_call", arguments)
+            assert result["isError"] is True and "failing_job failed" in text_of(result)
+            arguments = {"server": "legacy", "tool": "protocol_error_job", "arguments": {}}
+            with pytest.raises(McpCallError, match="protocol_error_job broke down"):
+                await client.call_tool("mcpx_call", arguments)
+
+    try:
+        anyio.run(main)
+    finally:
+        daemon.close()
