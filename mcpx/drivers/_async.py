@@ -379,6 +379,10 @@ class _HttpRunner(_Runner):
         finally:
             self.http.app_respond_end(request.conn)
             self.flush()
+            aclose = getattr(answer.stream, "aclose", None)
+            if aclose is not None:  # the stream may hold a subscription: let go of it
+                with anyio.CancelScope(shield=True):
+                    await aclose()
 
     def clock_in(self) -> None:
         self.http.advance(time.time())

@@ -95,6 +95,7 @@ class Op:
     handler: Handler
     body: Mapping[str, Any] | None = None  # JSON Schema of a POST body
     ndjson: bool = False  # may answer application/x-ndjson (progress lines, then the answer)
+    sse: bool = False  # answers text/event-stream, for as long as the client reads
 
 
 def _json(status: int, value: Any) -> AppResponse:
@@ -262,6 +263,16 @@ class Ops:
                 raise relay.error
             return relay.answer
         return AppResponse(200, content_type=NDJSON, stream=relay)
+
+
+async def _events(ops: Ops, params: Mapping[str, Any]) -> Any:
+    """``GET /v1/events``: the daemon's events as they happen (``mcpx/gateway/_events.py``)."""
+    return AppResponse(
+        200,
+        content_type="text/event-stream",
+        headers=(("cache-control", "no-cache"),),
+        stream=ops.upstreams.events.watch(),
+    )
 
 
 async def _health(ops: Ops, params: Mapping[str, Any]) -> Any:
@@ -593,6 +604,14 @@ OPS: tuple[Op, ...] = (
         },
     ),
     Op(
+        "events",
+        "GET",
+        "/v1/events",
+        "Server-Sent Events: upstream log messages, progress, list changes and resource updates.",
+        _events,
+        sse=True,
+    ),
+    Op(
         "protocol",
         "GET",
         "/v1/protocol",
@@ -620,6 +639,11 @@ def openapi() -> dict[str, Any]:
                 "description": 'OK: JSON; with "progress": true, once the upstream reports progress, '
                 'NDJSON: {"progress": {...}} lines, then the JSON answer as the last line',
                 "content": {"application/json": {}, NDJSON: {}},
+            }
+        if op.sse:
+            ok = {
+                "description": "OK: an event stream; each event's data is a JSON object naming its server",
+                "content": {"text/event-stream": {}},
             }
         entry: dict[str, Any] = {"operationId": op.name, "summary": op.summary, "responses": {"200": ok}}
         if op.body is not None:

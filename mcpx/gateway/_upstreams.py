@@ -56,6 +56,7 @@ from ..drivers._eracache import era_cache_path, load_era_cache, save_era_cache
 from ..drivers._probe_http import probe_http
 from ..drivers._probe_stdio import probe_stdio
 from ..server import Context, QuestionFailed, QuestionRefused
+from ._events import EventBus
 
 __all__ = ["Upstreams"]
 
@@ -302,6 +303,7 @@ class Upstreams:
         resolver: Resolver | None = None,
         capabilities: Mapping[str, Any] | None = None,
         answer_modern_requests: bool = False,
+        events: EventBus | None = None,
     ) -> None:
         """``answer_modern_requests``: answer a 2026-07-28 upstream's server requests as a legacy one's.
 
@@ -311,6 +313,7 @@ class Upstreams:
         """
         self.servers = dict(servers)
         self._answer_modern_requests = answer_modern_requests
+        self.events = events if events is not None else EventBus()  # /v1/events
         self.pool = Pool({name: str(s.scope) for name, s in self.servers.items()}, config=pool)
         self._tg: anyio.abc.TaskGroup | None = None
         self._cache_path = era_cache_path(state_dir)
@@ -483,8 +486,9 @@ class Upstreams:
         (``as_task``) the host's 2025-11-25 call runs as a task of mcpx's; mcpx
         follows that task to its end.
         """
-        if host is not None and on_progress is None:
-            on_progress = _progress_to(host)
+        on_progress = self._published_progress(
+            server, _progress_to(host) if host is not None and on_progress is None else on_progress
+        )
         async with self._instance(server, scope_key, timeout=timeout, host=host) as (
             client,
             instance,
@@ -723,23 +727,47 @@ class Upstreams:
         """An upstream notification: log messages to the hosts, list changes to whoever watches."""
         kind = _LIST_CHANGED.get(note.method)
         if kind is not None:
+            self.events.publish("list.changed", {"server": server, "kind": kind})
             if server in self._watched and self._on_list_changed is not None:
                 self._on_list_changed(server, kind)
             return
         if note.method == "notifications/resources/updated":
             uri = note.params.get("uri")
+            if isinstance(uri, str):
+                self.events.publish("resource.updated", {"server": server, "uri": uri})
             if isinstance(uri, str) and server in self._watched and self._on_resource_updated is not None:
                 self._on_resource_updated(server, uri)
             return
-        self._relay_log(instance, note)
+        self._relay_log(instance, server, note)
 
-    def _relay_log(self, instance: int, note: ServerNotification) -> None:
+    def _published_progress(
+        self, server: str, relay: Callable[[Progress], None] | None
+    ) -> Callable[[Progress], None]:
+        """``relay`` (if any), and every report published on /v1/events as well (seed §4.4)."""
+
+        def report(progress: Progress) -> None:
+            event: dict[str, Any] = {"server": server, "progress": progress.progress}
+            if progress.total is not None:
+                event["total"] = progress.total
+            if progress.message is not None:
+                event["message"] = progress.message
+            self.events.publish("progress", event)
+            if relay is not None:
+                relay(progress)
+
+        return report
+
+    def _relay_log(self, instance: int, server: str, note: ServerNotification) -> None:
         """An upstream log message goes to every host with a call in flight on the instance (seed §4.4)."""
         if note.method != "notifications/message":
             return
         level, data, logger = note.params.get("level"), note.params.get("data"), note.params.get("logger")
         if not isinstance(level, str) or level not in LOG_LEVELS:
             return
+        event: dict[str, Any] = {"server": server, "level": level, "data": data}
+        if isinstance(logger, str):
+            event["logger"] = logger
+        self.events.publish("server.log", event)
         for host in self._hosts_on(instance):
             host.log(level, data, logger if isinstance(logger, str) else None)
 
