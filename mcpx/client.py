@@ -23,6 +23,7 @@ terminates and finally kills it.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections import deque
@@ -181,7 +182,7 @@ class Client:
         self.call_timeout = 120.0
         self.stderr_done = anyio.Event()  # the server's stderr ended (its last words are in)
         self._lock = anyio.Lock()
-        self._lists: dict[str, list[Any]] = {}  # cached_list: method -> items
+        self._lists: dict[str, tuple[list[Any], float]] = {}  # cached_list: method -> (items, kept until)
         self._list_generation = 0  # bumped by every list_changed
         self._discovered: Mapping[str, Any] | None = None  # 2026-07-28 capabilities (server/discover)
         # Subscribed resource URIs: 2026-07-28 puts them in the listen filter; legacy re-sends
@@ -329,7 +330,19 @@ class Client:
 
     async def list_all(self, method: str, key: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         """Every page of a ``*/list`` method (``nextCursor`` followed to the end)."""
+        items, _ = await self._pages(method, key, params)
+        return items
+
+    async def _pages(
+        self, method: str, key: str, params: Mapping[str, Any] | None = None
+    ) -> tuple[list[Any], float]:
+        """Every page's items, and how long they may be kept: the shortest ``ttlMs`` of the pages.
+
+        2026-07-28 results carry ``ttlMs``; a list without one (every legacy
+        server's) may be kept until the server says it changed (``inf``).
+        """
         items: list[Any] = []
+        keep = math.inf
         cursor: Any = None
         for _ in range(10_000):
             page_params = dict(params or {})
@@ -337,32 +350,44 @@ class Client:
                 page_params["cursor"] = cursor
             page = await self.request(method, page_params)
             items.extend(page.get(key) or [])
+            ttl = page.get("ttlMs")
+            if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl >= 0:
+                keep = min(keep, ttl / 1000)
             cursor = page.get("nextCursor")
             if not cursor:
-                return items
+                return items, keep
         raise McpCallError({"code": -32603, "message": f"{method} never stopped paging"})
 
     async def list_tools(self) -> list[Mapping[str, Any]]:
-        tools = await self.list_all("tools/list", "tools")
-        return self._on_tools(tools) if self._on_tools is not None else tools
+        tools, _ = await self._listed_tools()
+        return tools
+
+    async def _listed_tools(self) -> tuple[list[Any], float]:
+        tools, keep = await self._pages("tools/list", "tools")
+        return (self._on_tools(tools) if self._on_tools is not None else tools), keep
 
     # -- cached lists, and what drops them (seed §4.2) ----------------------------------
 
     async def cached_list(self, method: str) -> list[Any]:
         """A ``*/list`` result kept until the server says the list changed (``list_changed``).
 
-        A change announced while the list was being fetched wins: that
-        answer is returned but not kept.
+        A 2026-07-28 list is kept no longer than its ``ttlMs`` says (not at
+        all for 0).  A change announced while the list was being fetched
+        wins: that answer is returned but not kept.
         """
         key = _LIST_KEYS.get(method)
         if key is None:
             raise ValueError(f"{method} is not a list mcpx keeps; one of {', '.join(_LIST_KEYS)}")
-        if method in self._lists:
-            return self._lists[method]
+        kept = self._lists.get(method)
+        if kept is not None and time.monotonic() < kept[1]:
+            return kept[0]
         generation = self._list_generation
-        items = await self.list_tools() if method == "tools/list" else await self.list_all(method, key)
-        if generation == self._list_generation:
-            self._lists[method] = items
+        if method == "tools/list":
+            items, keep = await self._listed_tools()
+        else:
+            items, keep = await self._pages(method, key)
+        if generation == self._list_generation and keep > 0:
+            self._lists[method] = (items, time.monotonic() + keep)
         return items
 
     def _list_changed(self, method: str) -> None:

@@ -175,3 +175,39 @@ def test_a_listen_ended_at_once_is_reopened_after_a_growing_delay() -> None:
 
     listens = anyio.run(main)
     assert listens in (1, 2), listens  # at 0 s and after 1 s; the next waits 2 s (a hot loop: hundreds)
+
+
+TTL_SERVER = r"""
+import json, sys
+ttl = int(sys.argv[1])
+listed = 0
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "server/discover":
+        result = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "ttl", "version": "1"}}
+    elif msg["method"] == "tools/list":
+        listed += 1
+        result = {"tools": [{"name": f"t{listed}", "inputSchema": {"type": "object"}}],
+                  "ttlMs": ttl, "cacheScope": "public"}
+    else:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "no"}}) + "\n")
+        sys.stdout.flush()
+        continue
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {"resultType": "complete", **result}}) + "\n")
+    sys.stdout.flush()
+"""
+
+
+@pytest.mark.parametrize(("ttl_ms", "lists"), [(0, ["t1", "t2"]), (60_000, ["t1", "t1"])])
+def test_a_cached_list_is_kept_no_longer_than_its_ttl(ttl_ms: int, lists: list[str]) -> None:
+    """2026-07-28 ``ttlMs``: 0 is not kept at all, a minute is served from the cache."""
+
+    async def main() -> None:
+        async with connect_stdio([sys.executable, "-c", TTL_SERVER, str(ttl_ms)], modern=True) as client:
+            seen = [(await client.cached_list("tools/list"))[0]["name"] for _ in range(2)]
+            assert seen == lists
+
+    anyio.run(main)
