@@ -35,6 +35,7 @@ sees only what a peer could really deliver.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,13 +153,19 @@ APP_RESULTS = [
 ]
 
 
+_LONE_SURROGATE = re.compile(
+    r"\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f][0-9a-f]{2})|(?<!\\ud[89ab][0-9a-f]{2})\\ud[c-f][0-9a-f]{2}"
+)
+
+
 def wire(obj: Any) -> Any:
     """``obj`` as the stdio transport would hand it over: written by a peer, read by orjson."""
     text = json.dumps(obj, separators=(",", ":"))
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:  # a lone surrogate: orjson refuses the whole line
-        return orjson.loads(text.replace("\\ud800", "?"))
+        # Only lone ones: a pair (any character beyond the BMP, escaped) is valid JSON.
+        return orjson.loads(_LONE_SURROGATE.sub("?", text))
 
 
 def downgraded_code(code: int, rev: Revision) -> int:
@@ -1231,3 +1238,11 @@ class SessionMachine(RuleBasedStateMachine):
 
 SessionMachine.TestCase.settings = settings(stateful_step_count=20)
 test_session_machine = SessionMachine.TestCase
+
+
+def test_the_wire_helper_replaces_lone_surrogates_only() -> None:
+    """Found by the machine: a character beyond the BMP beside a lone surrogate broke the harness."""
+    params = {"requestId": "\U00010000", "reason": ["\ud800", "\udc00x", "\U0001f600\ud83d"]}
+    assert wire({"params": params}) == {
+        "params": {"requestId": "\U00010000", "reason": ["?", "?x", "\U0001f600?"]}
+    }

@@ -314,6 +314,7 @@ class ScriptedServer:
         self._discovered: Mapping[str, Any] | None = None
 
     list_all = Client.list_all
+    _pages = Client._pages
     server_capabilities = Client.server_capabilities
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
