@@ -38,6 +38,7 @@ import orjson
 import typer
 
 from ..config._endpoint import DaemonEndpoint
+from ..gateway._state import daemon_info
 from ._settings import collect_flags
 
 if TYPE_CHECKING:
@@ -81,17 +82,6 @@ def _load(config: str | None, named: dict[str, tuple[str, str | None]]) -> Any:
     except (ConfigError, ValueError) as exc:
         typer.echo(f"mcpx: {exc}", err=True)
         raise typer.Exit(2) from None
-
-
-def daemon_info(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """``<state>/daemon.json`` of a daemon that is still running, else ``None``."""
-    path = Path(state_dir) / "daemon.json"
-    try:
-        info = orjson.loads(path.read_bytes())
-        os.kill(int(info["pid"]), 0)
-    except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
-        return None
-    return info if isinstance(info, dict) and info.get("url") else None
 
 
 def daemon_request(
@@ -399,13 +389,19 @@ def register(app: typer.Typer) -> None:
     def serve(
         transport: Annotated[str, typer.Option(help="stdio (the only one: see below).")] = "stdio",
         config: ConfigOption = None,
-        loop: Annotated[str, typer.Option(help="asyncio, uvloop or trio.", envvar="MCPX_LOOP")] = "asyncio",
+        loop: Annotated[
+            str,
+            typer.Option(
+                help="The event loop of a daemon it starts: asyncio, uvloop or trio.", envvar="MCPX_LOOP"
+            ),
+        ] = "asyncio",
         state: StateOption = None,
     ) -> None:
-        """Be the gateway for an MCP host that spawns its servers: stdio relayed to the daemon's /mcp.
+        """Be the gateway for an MCP host that spawns its servers: the host's stdio handed to the daemon.
 
-        The daemon is started if none is running.  There is no HTTP form:
-        run `mcpx daemon --port N` and point the host at http://HOST:N/mcp.
+        The daemon is started if none is running, and serves the host's
+        pipes itself.  There is no HTTP form: run `mcpx daemon --port N` and
+        point the host at http://HOST:N/mcp.
         """
         if transport != "stdio":
             typer.echo(
@@ -416,25 +412,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         if loop not in ("asyncio", "uvloop", "trio"):
             raise typer.BadParameter("--loop must be asyncio, uvloop or trio")
-        import anyio
+        from ..gateway._shim import run_shim
 
-        from ..drivers._stdio_streams import open_stdio
-        from ..gateway._shim import ensure_daemon, serve_shim
-
-        where = Path(_state(state, config))
-        try:
-            info = ensure_daemon(where, config=config)
-        except RuntimeError as exc:
-            typer.echo(f"mcpx: {exc}", err=True)
-            raise typer.Exit(2) from None
-        backend = "trio" if loop == "trio" else "asyncio"
-
-        async def main() -> None:
-            async with open_stdio(backend) as (reader, writer):
-                await serve_shim(str(info["mcp"]), reader, writer)
-
-        options: dict[str, object] = {"use_uvloop": True} if loop == "uvloop" else {}
-        anyio.run(main, backend=backend, backend_options=options)
+        raise typer.Exit(run_shim(Path(_state(state, config)), config=config, loop=loop))
 
     @app.command()
     def servers(state: StateOption = None, as_json: JsonOption = False, daemon: DaemonOption = None) -> None:

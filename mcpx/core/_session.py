@@ -403,6 +403,45 @@ class ServerSession:
         """Requests received and not yet answered (including open listens)."""
         return len(self._inflight)
 
+    def handshake(self) -> dict[str, Any] | None:
+        """What a legacy peer's ``initialize`` settled, once it is READY; ``None`` before, and for 2026-07-28.
+
+        ``protocolVersion`` (the negotiated revision), ``capabilities`` and
+        ``clientInfo``: what ``resume`` needs to go on in another session.
+        """
+        if self._state is not ConnectionState.READY or self._negotiated is None:
+            return None
+        found: dict[str, Any] = {
+            "protocolVersion": str(self._negotiated),
+            "capabilities": dict(self._client_capabilities),
+        }
+        if self._client_info is not None:
+            found["clientInfo"] = dict(self._client_info)
+        return found
+
+    def resume(self, handshake: Mapping[str, Any]) -> None:
+        """Start READY, on a ``handshake()`` another session settled with the same peer; nothing is sent.
+
+        For a server that takes over a connection mid-life (a restarted
+        daemon serving a host that initialized with the one before): the
+        peer must not be asked to initialize again.  Only a NEW session can
+        resume, and only on a legacy revision this server speaks.
+        """
+        if self._state is not ConnectionState.NEW:
+            raise LocalProtocolError(f"resume() needs a new session, not one in state {self._state.value}")
+        revision = next((r for r in self._legacy if r == handshake.get("protocolVersion")), None)
+        if revision is None:
+            raise LocalProtocolError(
+                f"cannot resume on {handshake.get('protocolVersion')!r}: not spoken here"
+            )
+        caps = handshake.get("capabilities")
+        info = handshake.get("clientInfo")
+        self._client_capabilities = dict(caps) if isinstance(caps, Mapping) else {}
+        self._client_info = dict(info) if isinstance(info, Mapping) else None
+        self._negotiated = revision
+        self._state = ConnectionState.READY
+        self._trace("resumed", revision=str(revision))
+
     def capabilities_for(self, rev: Revision) -> Mapping[str, Any]:
         """The server capabilities this session declares to a peer on ``rev``."""
         caps: Mapping[str, Any] = self._caps[rev]

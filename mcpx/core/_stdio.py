@@ -31,8 +31,12 @@ class StdioServerConnection:
         max_line: int = DEFAULT_MAX_LINE,
         rounds: RoundTable | None = None,
         tasks: TaskStore | None = None,
+        identity: str = "connection",
     ) -> None:
-        self.session = ServerSession(config, newline=True, can_push=True, rounds=rounds, tasks=tasks)
+        """``identity`` names the peer to the application (``RequestContext.identity``) and owns its tasks."""
+        self.session = ServerSession(
+            config, newline=True, can_push=True, rounds=rounds, tasks=tasks, identity=identity
+        )
         self._tasks = tasks
         self._reader = LineReader(max_line)
         self._ended = False

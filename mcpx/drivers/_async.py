@@ -53,7 +53,15 @@ from ..core import (
 from ..server import Call, Context, Outcome, Server
 from ._common import Core, PostingSink, Waiters, apply_outcome, call_kwargs, change_listener, trace_to_stderr
 
-__all__ = ["AppHandler", "AppResponse", "ByteReader", "ByteWriter", "serve_connection", "serve_http"]
+__all__ = [
+    "AppHandler",
+    "AppResponse",
+    "ByteReader",
+    "ByteWriter",
+    "RequestWatch",
+    "serve_connection",
+    "serve_http",
+]
 
 
 class ByteReader(Protocol):
@@ -66,6 +74,14 @@ class ByteWriter(Protocol):
     async def send(self, data: bytes) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+class RequestWatch(Protocol):
+    """Told when a request starts running in the application and when it has been answered (or dropped)."""
+
+    def started(self, request_id: str | int) -> None: ...
+
+    def ended(self, request_id: str | int) -> None: ...
 
 
 class _Machine(Protocol):
@@ -93,6 +109,7 @@ class _Runner:
         self.loop_thread = threading.get_ident()
         self.token = anyio.lowlevel.current_token()
         self.waiters = Waiters()
+        self.watch: RequestWatch | None = None
 
     def perform(self, action: object) -> None:
         """Carry out a transport action (bytes, closing); the subclass knows how."""
@@ -198,7 +215,22 @@ class _Runner:
         if isinstance(invocation, Outcome):
             self.finish(token, invocation)
             return
-        ctx = Context(action.context, PostingSink(self.post, self.core, self))
+        watch = self.watch
+        if watch is not None:
+            watch.started(action.context.request_id)
+        try:
+            await self._run_call(
+                token, invocation, Context(action.context, PostingSink(self.post, self.core, self))
+            )
+        finally:
+            if watch is not None:
+                self.request_ended(watch, action.context.request_id)
+
+    def request_ended(self, watch: RequestWatch, request_id: str | int) -> None:
+        """The request's answer (if any) is queued: tell ``watch`` (a transport may wait until it is written)."""
+        watch.ended(request_id)
+
+    async def _run_call(self, token: int, invocation: Call, ctx: Context) -> None:
         self.contexts[token] = ctx
         outcome: Outcome | None = None
         with anyio.CancelScope() as scope:
@@ -254,9 +286,13 @@ class _StdioRunner(_Runner):
         send, receive = anyio.create_memory_object_stream[bytes | None](math.inf)
         self.outbox: MemoryObjectSendStream[bytes | None] = send
         self.inbox: MemoryObjectReceiveStream[bytes | None] = receive
+        self.unwritten: list[str | int] = []  # ended requests whose answers are queued, not yet written
 
     def clock_in(self) -> None:
         self.conn.session.advance(time.time())
+
+    def request_ended(self, watch: RequestWatch, request_id: str | int) -> None:
+        self.unwritten.append(request_id)  # the write loop tells the watch once the answer is out
 
     def perform(self, action: object) -> None:
         if isinstance(action, Send):
@@ -281,6 +317,9 @@ class _StdioRunner(_Runner):
                 except anyio.WouldBlock:
                     break
             data = b"".join(c for c in chunks if c is not None)
+            # Every id here had its answer queued before it was listed, so the answer is in
+            # ``data`` or was written before it.
+            written, self.unwritten = self.unwritten, []
             try:
                 if data:
                     await writer.send(data)
@@ -288,6 +327,9 @@ class _StdioRunner(_Runner):
                 # The peer stopped reading: nothing more can reach it.
                 self.tg.cancel_scope.cancel()
                 return
+            if self.watch is not None:
+                for request_id in written:
+                    self.watch.ended(request_id)
             if chunks[-1] is None:
                 await writer.aclose()
                 self.tg.cancel_scope.cancel()
@@ -301,10 +343,16 @@ async def serve_connection(
     writer: ByteWriter,
     *,
     trace: bool = False,
+    watch: RequestWatch | None = None,
 ) -> None:
-    """Serve one stdio connection until the peer closes it and the core says Close."""
+    """Serve one stdio connection until the peer closes it and the core says Close.
+
+    ``watch`` is told of every request the application runs, when it starts
+    and once it has been answered (the daemon mirrors them for its shim).
+    """
     async with anyio.create_task_group() as tg:
         runner = _StdioRunner(server, conn, tg, trace)
+        runner.watch = watch
         unsubscribe = server.add_listener(change_listener(runner.post, conn.session))
         try:
             tg.start_soon(runner.write_loop, writer)

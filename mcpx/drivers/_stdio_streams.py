@@ -89,14 +89,21 @@ class _AsyncioWriter:
             await self.writer.drain()
 
 
-async def _asyncio_streams(in_fd: int, out_fd: int) -> tuple[ByteReader, ByteWriter]:
+async def _asyncio_streams(
+    in_fd: int, out_fd: int
+) -> tuple[ByteReader, ByteWriter, list[asyncio.BaseTransport]]:
+    """The streams, and the pipe transports to close when done (each holds a duplicate of its fd)."""
     loop = asyncio.get_running_loop()
     reader: ByteReader
     writer: ByteWriter
+    transports: list[asyncio.BaseTransport] = []
     if _pollable(in_fd):
         stream_reader = asyncio.StreamReader(limit=CHUNK)
         protocol = asyncio.StreamReaderProtocol(stream_reader)
-        await loop.connect_read_pipe(lambda: protocol, os.fdopen(os.dup(in_fd), "rb", buffering=0))
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: protocol, os.fdopen(os.dup(in_fd), "rb", buffering=0)
+        )
+        transports.append(read_transport)
         reader = _AsyncioReader(stream_reader)
     else:
         reader = _ThreadReader(in_fd)
@@ -104,10 +111,11 @@ async def _asyncio_streams(in_fd: int, out_fd: int) -> tuple[ByteReader, ByteWri
         transport, write_protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, os.fdopen(os.dup(out_fd), "wb", buffering=0)
         )
+        transports.append(transport)
         writer = _AsyncioWriter(asyncio.StreamWriter(transport, write_protocol, None, loop))
     else:
         writer = _ThreadWriter(out_fd)
-    return reader, writer
+    return reader, writer, transports
 
 
 class _TrioReader:
@@ -140,8 +148,12 @@ async def open_stdio(
 ) -> AsyncIterator[tuple[ByteReader, ByteWriter]]:
     """The reader and writer for this process's stdin/stdout under ``backend``."""
     if backend == "asyncio":
-        reader, writer = await _asyncio_streams(in_fd, out_fd)
-        yield reader, writer
+        reader, writer, transports = await _asyncio_streams(in_fd, out_fd)
+        try:
+            yield reader, writer
+        finally:
+            for transport in transports:  # a served host's pipes must close here, or it never sees EOF
+                transport.close()
         return
     import trio
 

@@ -57,12 +57,13 @@ from ..core import REVISIONS, AppRequest, HttpConfig, Progress, Revision
 from ..core._pool import PoolConfig
 from ..drivers import serve_http
 from ..drivers._async import AppResponse
+from ._hosts import HostListener
 from ._server import GatewayServer
+from ._state import DAEMON_FILE, SERVE_SOCKET
 from ._upstreams import Upstreams
 
 __all__ = ["DAEMON_FILE", "Ops", "run_daemon"]
 
-DAEMON_FILE = "daemon.json"
 APP_PATHS = ("/v1/", "/health", "/openapi.json")
 NDJSON = "application/x-ndjson"
 _PENDING_PROGRESS = 32  # progress lines held for a slow reader; beyond it the newest replaces the last
@@ -687,9 +688,15 @@ def run_daemon(
         sse_poll_after=settings.value("transport.ssePollAfter"),
     )
 
+    session_config = gateway.session_config(policy=settings.policy())
+    serve_path = str(state / SERVE_SOCKET)
+    hosts = HostListener(gateway, session_config, serve_path, on_end=upstreams.scope_ended)
+    hosts.bind()
+
     def setup(tg: anyio.abc.TaskGroup) -> Callable[[AppRequest], Awaitable[AppResponse]]:
         upstreams.attach(tg)
         tg.start_soon(gateway.warm)
+        tg.start_soon(hosts.serve, tg)  # mcpx serve hands its host's stdio over here
         return Ops(config, servers, upstreams, tg).handle
 
     http = HttpConfig(
@@ -704,7 +711,14 @@ def run_daemon(
     def started(urls: list[str]) -> None:
         url = next((u for u in urls if u.startswith("http")), None)
         base = url.rsplit("/", 1)[0] if url else None
-        info = {"pid": os.getpid(), "url": base, "mcp": url, "unix": unix_path, "version": __version__}
+        info = {
+            "pid": os.getpid(),
+            "url": base,
+            "mcp": url,
+            "unix": unix_path,
+            "serve": serve_path,
+            "version": __version__,
+        }
         write_state_file(state, DAEMON_FILE, orjson.dumps(info))
         if ready is not None:
             ready(urls)
@@ -716,7 +730,7 @@ def run_daemon(
             host=address,
             port=port,
             unix_path=unix_path,
-            config=gateway.session_config(policy=settings.policy()),
+            config=session_config,
             http=http,
             ready=started,
             stop=stop,

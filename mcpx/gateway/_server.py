@@ -8,15 +8,35 @@ upstream that owns it (seed §2.5).  Upstream results come back verbatim
 (URIs rewritten in gateway mode); an upstream's JSON-RPC error is relayed as
 that error.  In gateway mode mcpx's own tool list is fixed, so
 ``tools.listChanged`` is false; only pass-through makes it true.
+
+Catalogs, theory of operation.  What each server offers is read once and
+kept (``_Known``); a request never lists on its way.  A call (``tools/call``,
+``prompts/get``, ``resources/read``, ``completion/complete``, subscriptions)
+is routed by the catalogs last read, and waits only for one never read yet
+(the first request of a fresh daemon).  A listing (a ``*/list``, and the
+discovery tools ``mcpx_servers``/``mcpx_search``/``mcpx_describe``) reads a
+catalog again only once its ``ttlMs`` ran out.  Catalogs are also read again
+in the background, from a running instance and never through the pool: when
+a server announces a list change, when an instance starts, and when a
+positive ``ttlMs`` runs out.  Every change of a catalog bumps a generation,
+and the surface (with the pass-through tools' hints) is built once per
+generation.  Reads of one server are one at a time: a request that needs one
+shares the read in flight.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from ..client import McpCallError
 from ..core import RequestContext, Revision
@@ -34,6 +54,7 @@ from ..core._gateway import (
 from ..core._http_client import tool_header_params
 from ..core._revisions import TASKS_EXTENSION
 from ..server import Call, Context, Outcome, Server
+from ._hosts import HOST_PREFIX
 from ._upstreams import Upstreams
 
 __all__ = ["GatewayServer"]
@@ -50,6 +71,28 @@ _PASSED = frozenset(
 )  # pass-through only
 _GATEWAY_TOOLS = {str(tool["name"]): tool for tool in gateway_tools()}
 _NEEDS_CATALOGS = frozenset({"mcpx_servers", "mcpx_search", "mcpx_describe"})
+# MCP 2026-07-28 caching (digest §16): ttlMs "is not a polling timer", and a client that polls
+# anyway must use jitter and back off.  The background refresh of a positive ttlMs comes no
+# sooner than this, a little later at random, and only while an instance runs.
+_REFRESH_MIN = 5.0  # seconds
+_REFRESH_JITTER = 0.1  # up to this much of the interval later
+
+_Read = tuple[UpstreamCatalog, float, float]
+"""One read of a server's catalog: the catalog, when it was read, until when a listing may use it."""
+
+
+@dataclass
+class _Known:
+    """What the gateway knows of one server's catalog, and how fresh it is (times: ``time.monotonic()``)."""
+
+    seen: UpstreamCatalog | None = None  # the last read (a failed one says why); None: never read
+    listed_at: float = -math.inf  # when ``seen`` was read
+    fresh_until: float = -math.inf  # a listing may use ``seen`` until then (its ttlMs); a call always
+    changed_at: float = -math.inf  # the last list change the server announced
+    announced: set[str] = field(default_factory=set)  # kinds announced to hosts since ``seen`` was read
+    refreshing: anyio.Event | None = None  # a read in flight, set when it ends
+    refresh_at: float = math.inf  # when the background refresh of a positive ttlMs is due
+    timer: bool = False  # a task waits for ``refresh_at``
 
 
 class GatewayServer(Server):
@@ -77,7 +120,11 @@ class GatewayServer(Server):
         self.cursor_key = cursor_key
         self.passthrough = tuple(passthrough)
         self.sse_poll_after = sse_poll_after  # transport.ssePollAfter; 0: never
-        self.last_surface: GatewaySurface | None = None  # built over every upstream's catalog
+        self._servers = tuple(upstreams.servers)
+        self._known = {name: _Known() for name in self._servers}
+        self._generation = 0  # bumped whenever any server's catalog changes
+        self._built: tuple[int, GatewaySurface] | None = None  # the surface of that generation
+        self._background: anyio.abc.TaskGroup | None = None  # warm()'s: refreshes of mcpx's own accord
         self._header_params: dict[str, Mapping[str, str]] = {}
         self._task_support: dict[str, str] = {}  # pass-through tools' execution.taskSupport
         unknown = [name for name in self.passthrough if name not in upstreams.servers]
@@ -88,6 +135,7 @@ class GatewayServer(Server):
             )
         if self.passthrough:
             upstreams.watch(self.passthrough, self._upstream_changed, self._upstream_resource_updated)
+        upstreams.on_catalog_stale = self._catalog_stale
 
     # -- what the session asks of a Server --------------------------------------------------
 
@@ -107,19 +155,28 @@ class GatewayServer(Server):
         return caps
 
     async def warm(self) -> None:
-        """List the pass-through upstreams once at start, so a first ``tools/call`` knows its tool.
+        """List the upstreams once at start (pass-through), then keep the catalogs fresh until cancelled.
 
-        The session asks ``task_support`` and the HTTP binding ``header_params``
-        before the request is routed, from the catalogs last seen; without this
-        the first call of a fresh daemon would see none.  A failure is left to
-        the first request that lists, which reports it.
+        The daemon runs this in its task group for its life.  The session asks
+        ``task_support`` and the HTTP binding ``header_params`` before the
+        request is routed, from the catalogs last seen; without the start-up
+        listing the first call of a fresh daemon would see none.  A failure is
+        left to the first request that lists, which reports it.  The task
+        group held here runs the refreshes mcpx makes of its own accord
+        (``_catalog_stale``, ``_keep_fresh``); without it a catalog is read
+        again only when a listing finds it stale.
         """
-        if not self.passthrough:
-            return
-        try:
-            await self.surface(full=True, scope_key=_WARM_UP)
-        finally:
-            self.upstreams.scope_ended(_WARM_UP)  # connection-scoped instances started for it stop
+        async with anyio.create_task_group() as tg:
+            self._background = tg
+            try:
+                if self.passthrough:
+                    try:
+                        await self.surface(full=True, scope_key=_WARM_UP)
+                    finally:  # connection-scoped instances started for it stop
+                        self.upstreams.scope_ended(_WARM_UP)
+                await anyio.sleep_forever()
+            finally:
+                self._background = None
 
     def _upstream_changed(self, server: str, kind: str) -> None:
         """A pass-through upstream's list changed: so did the gateway's (seed §2.5 "tools/list_changed relayed").
@@ -159,6 +216,7 @@ class GatewayServer(Server):
         an upstream task, and mcpx follows that to its end
         (``Upstreams.request``).
         """
+        self._current()  # the hints are those of the surface's generation
         if tool in self._task_support:
             return self._task_support[tool]
         own = _GATEWAY_TOOLS.get(tool)
@@ -176,6 +234,7 @@ class GatewayServer(Server):
         has listed yet, a gateway tool, or one whose annotations are invalid
         has none.
         """
+        self._current()
         return self._header_params.get(tool, {})
 
     def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Call | Outcome:
@@ -209,7 +268,9 @@ class GatewayServer(Server):
     async def _answer(
         self, method: str, params: Mapping[str, Any], revision: Revision, ctx: Context, key: str
     ) -> Outcome:
-        surface = await self.surface(full=self._needs_catalogs(method, params), scope_key=key)
+        servers, listing = self._needs_catalogs(method, params)
+        await self._read_catalogs(servers, key, listing=listing)
+        surface = self._current()
         if method in _LISTS:
             page: Page | GatewayError = getattr(surface, _LISTS[method])(params.get("cursor"))
             return _outcome(page.result() if isinstance(page, Page) else page)
@@ -269,54 +330,224 @@ class GatewayServer(Server):
         await anyio.sleep(self.sse_poll_after)
         ctx.close_stream()
 
-    def _needs_catalogs(self, method: str, params: Mapping[str, Any]) -> bool:
-        if self.passthrough or method not in {"tools/call", "tools/list"}:
-            return True
-        return method == "tools/call" and params.get("name") in _NEEDS_CATALOGS
+    def _needs_catalogs(self, method: str, params: Mapping[str, Any]) -> tuple[Sequence[str], bool]:
+        """Whose catalogs answering ``method`` needs, and whether it is a listing (fresh ones) or a call.
+
+        A listing shows catalogs, so it needs them within their ``ttlMs``:
+        every server's, except for ``tools/list``, where only the pass-through
+        tools come from upstream (in gateway mode the list is fixed).  A call
+        is routed by the catalogs last read: only the pass-through servers'
+        name things, since a namespaced prompt and an ``mcpx://`` URI name
+        their server, and ``mcpx_call`` is forwarded to the one it names.
+        """
+        if method == "tools/list":
+            return self.passthrough, True
+        if method in _LISTS or (method == "tools/call" and params.get("name") in _NEEDS_CATALOGS):
+            return self._servers, True
+        return self.passthrough, False
+
+    @property
+    def last_surface(self) -> GatewaySurface | None:
+        """The surface over the catalogs last read; ``None`` before any was."""
+        if all(known.seen is None for known in self._known.values()):
+            return None
+        return self._current()
 
     async def surface(self, *, full: bool = True, scope_key: str | None = None) -> GatewaySurface:
-        """The surface over the upstreams' catalogs; ``full=False`` skips starting them (gateway tools only).
+        """The surface over the catalogs last read; ``full``: every one read again first where a listing would.
 
+        With ``full``, a catalog whose ``ttlMs`` ran out (or never read) is
+        read again, which starts its server if it is not running; without,
+        nothing is read, and a server never read is ``"not started"``.
         ``scope_key`` is the caller's identity, for servers scoped per connection.
         """
-        names = list(self.upstreams.servers)
-        catalogs: dict[str, UpstreamCatalog] = {}
-        if not full:
-            catalogs = {name: UpstreamCatalog(name=name, status="not started") for name in names}
-        else:
-
-            async def fetch(name: str) -> None:
-                catalogs[name] = await self._catalog(name, scope_key)
-
-            async with anyio.create_task_group() as tg:
-                for name in names:
-                    tg.start_soon(fetch, name)
-        surface = GatewaySurface(
-            [catalogs[name] for name in names], cursor_key=self.cursor_key, passthrough=self.passthrough
-        )
         if full:
-            self.last_surface = surface
-            self._header_params, self._task_support = _tool_hints(catalogs[name] for name in self.passthrough)
+            await self._read_catalogs(self._servers, scope_key, listing=True)
+        return self._current()
+
+    def _current(self) -> GatewaySurface:
+        """The surface of the current catalog generation, built (with ``_tool_hints``) only when it changed."""
+        built = self._built
+        if built is not None and built[0] == self._generation:
+            return built[1]
+        catalogs = {
+            name: known.seen or UpstreamCatalog(name=name, status="not started")
+            for name, known in self._known.items()
+        }
+        surface = GatewaySurface(
+            list(catalogs.values()), cursor_key=self.cursor_key, passthrough=self.passthrough
+        )
+        self._header_params, self._task_support = _tool_hints(catalogs[name] for name in self.passthrough)
+        self._built = (self._generation, surface)
         return surface
 
-    async def _catalog(self, name: str, scope_key: str | None) -> UpstreamCatalog:
+    @staticmethod
+    def _usable(known: _Known, asked: float | None) -> bool:
+        """Whether ``known`` serves a listing made at ``asked``, or a call (``None``: any catalog read will do).
+
+        A listing takes a catalog read since it was made, or one still within
+        its ``ttlMs``.  MCP 2026-07-28 ``CacheableResult.ttlMs``: "If 0, the
+        response SHOULD be considered immediately stale; the client MAY
+        re-fetch every time the result is needed".  Routing a call does not
+        need the list, so ``ttlMs: 0`` means "read again before the next
+        listing", never "read again on every call".
+        """
+        if known.seen is None:
+            return False
+        return asked is None or known.listed_at >= asked or asked < known.fresh_until
+
+    async def _read_catalogs(self, names: Sequence[str], scope_key: str | None, *, listing: bool) -> None:
+        """Each of ``names`` with a catalog the request can use, read (concurrently) where it has none."""
+        asked = time.monotonic() if listing else None
+        due = [name for name in names if not self._usable(self._known[name], asked)]
+        if not due:
+            return  # the usual case: nothing is read on the request's way
+        if len(due) == 1:
+            await self._ensure(due[0], asked, scope_key)
+            return
+        async with anyio.create_task_group() as tg:
+            for name in due:
+                tg.start_soon(self._ensure, name, asked, scope_key)
+
+    async def _ensure(self, name: str, asked: float | None, scope_key: str | None) -> None:
+        """``name``'s catalog usable for a request made at ``asked``: the read in flight, or one of its own."""
+        known = self._known[name]
+        while not self._usable(known, asked):
+            if known.refreshing is not None:
+                await known.refreshing.wait()
+                continue
+            await self._refresh(name, functools.partial(self._catalog, name, scope_key))
+            return
+
+    async def _ensure_running(self, name: str, asked: float, instance: int | None) -> None:
+        """``name``'s catalog read again since ``asked``, from a running instance (``instance``, or any)."""
+        known = self._known[name]
+        while known.listed_at < asked:
+            if known.refreshing is not None:
+                await known.refreshing.wait()
+                continue
+            await self._refresh(name, functools.partial(self._running_catalog, name, instance))
+            return
+
+    async def _refresh(self, name: str, read: Callable[[], Awaitable[_Read | None]]) -> None:
+        known = self._known[name]
+        done = known.refreshing = anyio.Event()
+        try:
+            got = await read()
+            if got is not None:
+                self._store(name, *got)
+        finally:
+            known.refreshing = None
+            done.set()
+
+    def _store(self, name: str, catalog: UpstreamCatalog, listed_at: float, fresh_until: float) -> None:
+        """Keep a read of ``name``'s catalog; a new generation if it differs from the last."""
+        known = self._known[name]
+        if listed_at < known.listed_at:
+            return  # a slow read of an older state: the newer one stays
+        announced = set(known.announced)
+        if known.changed_at >= listed_at:
+            fresh_until = -math.inf  # a change was announced while it was read: no listing may use it
+        else:
+            known.announced.clear()
+        previous = known.seen
+        known.seen, known.listed_at, known.fresh_until = catalog, listed_at, fresh_until
+        if catalog != previous:
+            self._generation += 1
+            if previous is not None and name in self.passthrough:
+                # Found by a refresh, not announced (an instance start, an expired ttlMs): hosts hear of it.
+                for kind in sorted(_changed_kinds(previous, catalog) - announced):
+                    self._changed(kind)
+        self._schedule(name)
+
+    def _schedule(self, name: str) -> None:
+        """The background refresh of a positive ``ttlMs``, due when it runs out (``_REFRESH_MIN`` at least)."""
+        known = self._known[name]
+        left = known.fresh_until - time.monotonic()
+        if self._background is None or not math.isfinite(left) or left <= 0:
+            known.refresh_at = math.inf  # ttlMs 0, a list kept until it changes, a failure: the next listing
+            return
+        interval = max(left, _REFRESH_MIN)
+        known.refresh_at = time.monotonic() + interval * (1 + _REFRESH_JITTER * random.random())
+        if not known.timer:
+            known.timer = True
+            self._background.start_soon(self._keep_fresh, name)
+
+    async def _keep_fresh(self, name: str) -> None:
+        known = self._known[name]
+        try:
+            while math.isfinite(known.refresh_at):
+                wait = known.refresh_at - time.monotonic()
+                if wait > 0:
+                    await anyio.sleep(wait)
+                    continue
+                due, known.refresh_at = known.refresh_at, math.inf
+                await self._ensure_running(name, due, None)  # none running: the next listing reads it
+        finally:
+            known.timer = False
+
+    def _catalog_stale(self, server: str, instance: int, kind: str | None) -> None:
+        """``Upstreams.on_catalog_stale``: an instance started, or announced a list change: read it again.
+
+        A change also makes the catalog stale at once, so no listing uses it
+        (a call still routes by it until the new one is read).  The read is
+        made in the background, on that instance.
+        """
+        known = self._known.get(server)
+        if known is None:
+            return
+        now = time.monotonic()
+        if kind is not None:
+            known.changed_at, known.fresh_until = now, -math.inf
+            known.announced.add(kind)
+        if self._background is not None:
+            self._background.start_soon(self._ensure_running, server, now, instance)
+
+    async def _catalog(self, name: str, scope_key: str | None) -> _Read:
+        """``name``'s catalog through the pool (starting the server if need be); a failure is its catalog too."""
+        started = time.monotonic()
         try:
             found = await self.upstreams.catalog(name, scope_key=scope_key)
         except McpCallError as exc:
-            return UpstreamCatalog(name=name, status="failed", detail=exc.message)
-        return UpstreamCatalog(
-            name=name,
-            revision=found["revision"],
-            capabilities=found["capabilities"],
-            tools=found["tools"],
-            prompts=found["prompts"],
-            resources=found["resources"],
-            resource_templates=found["resourceTemplates"],
-        )
+            return UpstreamCatalog(name=name, status="failed", detail=exc.message), started, -math.inf
+        return _as_catalog(name, found), found["listedAt"], found["freshUntil"]
+
+    async def _running_catalog(self, name: str, instance: int | None) -> _Read | None:
+        found = await self.upstreams.running_catalog(name, instance)
+        if found is None:
+            return None
+        return _as_catalog(name, found), found["listedAt"], found["freshUntil"]
 
 
 _WARM_UP = "mcpx/warm-up"
 """The scope key of the start-up listing (no host connection is behind it)."""
+
+
+def _as_catalog(name: str, found: Mapping[str, Any]) -> UpstreamCatalog:
+    """``Upstreams.catalog``'s answer as the surface takes it."""
+    return UpstreamCatalog(
+        name=name,
+        revision=found["revision"],
+        capabilities=found["capabilities"],
+        tools=found["tools"],
+        prompts=found["prompts"],
+        resources=found["resources"],
+        resource_templates=found["resourceTemplates"],
+    )
+
+
+def _changed_kinds(before: UpstreamCatalog, after: UpstreamCatalog) -> set[str]:
+    """The kinds of list (as ``list_changed`` names them) that differ between two ready catalogs."""
+    if before.status != "ready" or after.status != "ready":
+        return set()
+    kinds = set()
+    if before.tools != after.tools:
+        kinds.add("tools")
+    if before.prompts != after.prompts:
+        kinds.add("prompts")
+    if before.resources != after.resources or before.resource_templates != after.resource_templates:
+        kinds.add("resources")
+    return kinds
 
 
 def _tool_hints(catalogs: Iterable[UpstreamCatalog]) -> tuple[dict[str, Mapping[str, str]], dict[str, str]]:
@@ -375,15 +606,17 @@ _request_keys = itertools.count(1)
 def scope_key(context: RequestContext) -> tuple[str, bool]:
     """Who a host request is from, for the pool (seed §2.4); and whether that scope is the request alone.
 
-    ``_meta["dev.mcpx/session"]`` when the host names one; else the legacy
-    HTTP session (or the stdio connection); a 2026-07-28 request has no
+    ``_meta["dev.mcpx/session"]`` when the host names one; else the host's
+    stdio connection handed over by ``mcpx serve`` (``host:<n>``, in both
+    eras), or the legacy HTTP session; a 2026-07-28 request over HTTP has no
     session, so it is its own scope.
     """
     named = context.meta.get(SESSION_META)
     if isinstance(named, str) and named:
         return f"named:{named}", False
-    if not context.revision.is_modern and context.identity is not None:
-        return context.identity, False
+    identity = context.identity
+    if identity is not None and (not context.revision.is_modern or identity.startswith(HOST_PREFIX)):
+        return identity, False  # a host on its own stdio is one connection in both eras
     return f"request:{next(_request_keys)}", True
 
 

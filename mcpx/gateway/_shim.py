@@ -1,52 +1,57 @@
-"""``mcpx serve``: the daemon's /mcp as a stdio MCP server, for hosts that can only spawn a process.
+"""``mcpx serve``: an MCP host's stdio handed to the daemon, which serves it directly.
 
-A thin relay (seed §5, "stdio stays, and stays a thin shim"): every line the
-host writes is POSTed to the daemon's /mcp through the pure Streamable HTTP
-client binding, and every message the daemon sends — answers, and what it
-pushes on the session's GET stream — is written back as a line.  The host's
-first message decides the shape: ``initialize`` opens a legacy session (its
-id rides on every later POST, the GET stream opens once the handshake is
-answered, ``DELETE`` ends it at end of input); anything else is 2026-07-28,
-one POST per request, where the host's ``notifications/cancelled`` closes
-that request's stream, which is how that revision cancels over HTTP.  If the
-daemon restarts and forgets the session, the shim opens a new one by sending
-the host's own ``initialize`` again and swallowing the answer, so the host
-does not notice.  The daemon is started on demand when none is running.
+A host that can only spawn a process spawns ``mcpx serve``.  The shim finds
+the daemon (starting it when none runs), connects to its serve socket and
+hands it the host's stdin and stdout with the in-flight mirror
+(``_state``, ``_hosts``).  From then on the daemon reads and writes the
+host's pipes itself, as one stdio connection (MCP basic/transports "stdio",
+every revision): the shim relays nothing and stays alive only as the host's
+child, until the daemon says the connection has ended.
+
+**The daemon dies.**  Its socket closes at once.  The shim answers every
+request the mirror (and the socket's overflow lines) say were in flight with
+a JSON-RPC error saying so, starts a daemon again and hands the pipes over
+anew, with the handshake a legacy host settled: the new daemon resumes that
+session, so the host's next request is served without a new ``initialize``.
+A daemon that dies three times within a minute is given up on: the shim
+says so on stderr and exits 1.
+
+**No descriptors to pass** (a platform without ``socket.send_fds``, or
+``MCPX_SERVE_RELAY=1``): the shim relays newline-delimited JSON between the
+host and the socket, and keeps the in-flight ids and the handshake itself
+from what it relays.
+
+This module needs the standard library only, so that ``mcpx serve`` starts
+fast.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import json
 import os
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.abc
-import orjson
-from anyio.streams.memory import MemoryObjectSendStream
+from ._state import MIRROR_SIZE, daemon_info, read_mirror
 
-from ..core import (
-    DEFAULT_MAX_LINE,
-    EndOfInput,
-    HttpClientConfig,
-    HttpClientConnection,
-    Line,
-    LineReader,
-    LineTooLong,
-)
-from ..drivers._async import ByteReader, ByteWriter
-from ..drivers._http_transport import HttpTransport
+__all__ = ["ensure_daemon", "run_shim"]
 
-__all__ = ["ensure_daemon", "serve_shim"]
+_RESTARTS = 3  # a daemon lost this many times within _RESTART_WINDOW is given up on
+_RESTART_WINDOW = 60.0
 
 
-def ensure_daemon(state_dir: Path, *, config: str | None = None, wait: float = 30.0) -> dict[str, Any]:
-    """The running daemon's ``daemon.json``; starts ``mcpx daemon`` (detached) first if none runs."""
-    from ..cli._gateway import daemon_info
-
+def ensure_daemon(
+    state_dir: Path, *, config: str | None = None, loop: str | None = None, wait: float = 30.0
+) -> dict[str, Any]:
+    """The running daemon's ``daemon.json``; starts ``mcpx daemon`` (detached, on ``loop``) first if none runs."""
     info = daemon_info(state_dir)
     if info is not None:
         return info
@@ -54,6 +59,8 @@ def ensure_daemon(state_dir: Path, *, config: str | None = None, wait: float = 3
     argv = [sys.executable, "-m", "mcpx", "daemon", "--state", str(state_dir)]
     if config is not None:
         argv += ["--config", config]
+    if loop is not None:
+        argv += ["--loop", loop]
     log = os.open(state_dir / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         process = subprocess.Popen(
@@ -68,142 +75,269 @@ def ensure_daemon(state_dir: Path, *, config: str | None = None, wait: float = 3
             return info
         if process.poll() is not None:
             break
-        time.sleep(0.05)
+        time.sleep(0.02)
     raise RuntimeError(
         f"mcpx daemon did not start; its log is {state_dir / 'daemon.log'} "
         "(a port in use? set transport.port or start `mcpx daemon` yourself)"
     )
 
 
+def _mirror_fd(state_dir: Path) -> int:
+    """Shared memory for the in-flight mirror: an anonymous file the daemon maps too."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("mcpx-inflight", getattr(os, "MFD_CLOEXEC", 0))
+    else:
+        fd, path = tempfile.mkstemp(prefix=".inflight-", dir=state_dir)
+        os.unlink(path)
+    os.ftruncate(fd, MIRROR_SIZE)
+    return fd
+
+
+def _reap() -> None:
+    """Collect a daemon this shim started and that has died, so that it no longer looks alive."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _line(message: Any) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+
+class _Host:
+    """What the shim keeps of its host across daemons: the handshake, and ids in flight it must answer."""
+
+    def __init__(self, stdout_fd: int) -> None:
+        self.stdout_fd = stdout_fd
+        self.handshake: dict[str, Any] | None = None
+        self.overflow: dict[str, Any] = {}  # ids reported on the socket, by their JSON
+        self.lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self.lock:
+            os.set_blocking(self.stdout_fd, True)  # the daemon's event loop made the pipe non-blocking
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.stdout_fd, view) :]
+
+    def answer_lost(self, ids: list[Any], why: str) -> None:
+        """Each request that was in flight gets an error saying the daemon went away, and to send it again."""
+        out = b"".join(
+            _line(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "error": {
+                        "code": -32603,
+                        "message": f"the mcpx daemon stopped while this request was in flight ({why}); "
+                        "it was not answered: send it again (mcpx serve starts the daemon again)",
+                        "data": {"kind": "daemon-lost"},
+                    },
+                }
+            )
+            for request_id in ids
+        )
+        if out:
+            with contextlib.suppress(OSError):
+                self.write(out)
+
+
+def _follow(sock: socket.socket, host: _Host) -> bool:
+    """Read the daemon's lines until its socket closes: True if it said the connection ended."""
+    buffer = b""
+    while True:
+        try:
+            data = sock.recv(65536)
+        except OSError:
+            return False
+        if not data:
+            return False
+        buffer += data
+        while b"\n" in buffer:
+            line, _, buffer = buffer.partition(b"\n")
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if message.get("ended"):
+                return True
+            if isinstance(message.get("handshake"), dict):
+                host.handshake = message["handshake"]
+            if "add" in message:
+                host.overflow[json.dumps(message["add"])] = message["add"]
+            if "done" in message:
+                host.overflow.pop(json.dumps(message["done"]), None)
+
+
 class _Relay:
-    """Receives what the daemon sends and queues it for the host; renews a forgotten session."""
+    """``lines`` mode: the shim relays, keeping what it would otherwise be told (ids in flight, the handshake).
 
-    def __init__(self, out: MemoryObjectSendStream[bytes]) -> None:
-        self.out = out
-        self.http: HttpClientConnection | None = None
-        self.initialize: dict[str, Any] | None = None  # the host's, replayed after the daemon forgot us
-        self.init_id: Any = None
-        self.swallow: set[Any] = set()  # ids of our own replayed initialize
-        self.handles: dict[Any, int] = {}  # 2026-07-28: request id -> the stream carrying it
-        self.pending: set[Any] = set()  # the host's requests not answered yet
-        self.answered = anyio.Event()  # set whenever pending empties
-        self.done = anyio.Event()
-
-    def json(self, message: Any, handle: int | None) -> None:
-        assert self.http is not None
-        if isinstance(message, dict) and message.get("id") in self.swallow and "method" not in message:
-            # Our replayed initialize: finish the handshake the host already did once.
-            self.swallow.discard(message["id"])
-            initialized = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
-            self.http.send(initialized, handle=None, now=time.time())
-            self.http.open_get_stream(time.time())
-            return
-        if isinstance(message, dict) and "method" not in message:
-            self.handles.pop(message.get("id"), None)
-            self.pending.discard(message.get("id"))
-            if not self.pending:
-                self.answered.set()
-            if message.get("id") == self.init_id and "result" in message:
-                self.http.open_get_stream(time.time())  # what the daemon pushes comes on it
-        self.out.send_nowait(orjson.dumps(message) + b"\n")
-
-    def closed(self) -> None:
-        self.done.set()
-
-    def expired(self, session_id: str) -> None:
-        if self.http is None or self.initialize is None:
-            return
-        replay = {**self.initialize, "id": f"mcpx-shim-{session_id}"}
-        self.swallow.add(replay["id"])
-        self.http.send(orjson.dumps(replay), handle=None, now=time.time())
-
-
-async def serve_shim(
-    mcp_url: str,
-    reader: ByteReader,
-    writer: ByteWriter,
-    *,
-    max_line: int = DEFAULT_MAX_LINE,
-    drain: float = 120.0,
-) -> None:
-    """Relay the host on ``reader``/``writer`` to the daemon at ``mcp_url`` until the host's input ends.
-
-    At end of input, requests still in flight get up to ``drain`` seconds to
-    be answered before the session is closed.
+    One reader of the host's stdin for the shim's whole life; it writes to
+    whichever daemon socket is current and waits while there is none.
     """
-    send, receive = anyio.create_memory_object_stream[bytes](1024)
-    relay = _Relay(send)
-    lines = LineReader(max_line)
-    handles = iter(range(1, 1 << 62))
 
-    written = anyio.Event()
+    def __init__(self, host: _Host, stdin_fd: int) -> None:
+        self.host = host
+        self.stdin_fd = stdin_fd
+        self.pending: dict[str, Any] = {}
+        self.initialize: dict[str, Any] | None = None
+        self.host_ended = False
+        self.sock: socket.socket | None = None
+        self.changed = threading.Condition()
+        self.reader: threading.Thread | None = None
 
-    async def write_out() -> None:
-        async for data in receive:
-            await writer.send(data)
-        written.set()
+    def _watch_in(self, line: bytes) -> None:
+        with contextlib.suppress(ValueError):
+            message = json.loads(line)
+            if isinstance(message, dict) and isinstance(message.get("method"), str) and "id" in message:
+                self.pending[json.dumps(message["id"])] = message["id"]
+                if message["method"] == "initialize" and isinstance(message.get("params"), dict):
+                    self.initialize = message["params"]
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(write_out)
-        transport: HttpTransport | None = None
-        ended = False
-        while not ended:
-            for event in lines.feed(await reader.receive()):
-                if isinstance(event, EndOfInput):
-                    ended = True
-                    break
-                if isinstance(event, LineTooLong):
-                    error = {"code": -32600, "message": f"a message over {max_line} bytes was dropped"}
-                    send.send_nowait(orjson.dumps({"jsonrpc": "2.0", "id": None, "error": error}) + b"\n")
-                    continue
-                assert isinstance(event, Line)
+    def _watch_out(self, line: bytes) -> None:
+        with contextlib.suppress(ValueError):
+            message = json.loads(line)
+            if not isinstance(message, dict) or "method" in message or "id" not in message:
+                return
+            self.pending.pop(json.dumps(message["id"]), None)
+            result = message.get("result")
+            if self.initialize is not None and isinstance(result, dict) and "protocolVersion" in result:
+                self.host.handshake = {
+                    "protocolVersion": result["protocolVersion"],
+                    "capabilities": self.initialize.get("capabilities") or {},
+                    "clientInfo": self.initialize.get("clientInfo") or {},
+                }
+
+    def _pump_in(self) -> None:
+        buffer = b""
+        while True:
+            data = os.read(self.stdin_fd, 65536)
+            with self.changed:
+                while self.sock is None:
+                    self.changed.wait()
+                sock = self.sock
+            if not data:
+                self.host_ended = True
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_WR)
+                return
+            buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                self._watch_in(line)
+            with contextlib.suppress(OSError):  # a daemon going away: what was sent is answered as lost
+                sock.sendall(data)
+
+    def run(self, sock: socket.socket) -> bool:
+        """Relay on ``sock`` until it closes: True if the host had ended its input first."""
+        sock.sendall(_line({"v": 1, "mode": "lines", "resume": self.host.handshake}))
+        with self.changed:
+            self.sock = sock
+            self.changed.notify_all()
+        if self.reader is None:
+            self.reader = threading.Thread(target=self._pump_in, daemon=True)
+            self.reader.start()
+        buffer = b""
+        try:
+            while True:
                 try:
-                    message = orjson.loads(event.data)
-                except orjson.JSONDecodeError as exc:
-                    error = {"code": -32700, "message": f"Parse error: {exc}"}
-                    send.send_nowait(orjson.dumps({"jsonrpc": "2.0", "id": None, "error": error}) + b"\n")
-                    continue
-                if transport is None:
-                    modern = not (isinstance(message, dict) and message.get("method") == "initialize")
-                    http = HttpClientConnection(HttpClientConfig(url=mcp_url, modern=modern))
-                    relay.http = http
-                    transport = HttpTransport(http, tg, relay)
-                    tg.start_soon(transport.run_timer)
-                async with transport.lock:
-                    _forward(relay, transport.http, message, event.data, next(handles))
-                    await transport.flush()
-        if transport is not None:
-            # The host's input ended: its requests in flight get ``drain`` seconds to be answered.
-            with anyio.move_on_after(drain):
-                while relay.pending:
-                    await relay.answered.wait()
-            async with transport.lock:
-                transport.http.close(time.time())
-                await transport.flush()
-            with anyio.move_on_after(5):
-                await relay.done.wait()
-        send.close()  # the writer drains what is queued, then ends
-        with anyio.move_on_after(5):
-            await written.wait()
-        tg.cancel_scope.cancel()
+                    data = sock.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    return self.host_ended
+                buffer += data
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    self._watch_out(line)
+                with contextlib.suppress(OSError):
+                    self.host.write(data)
+        finally:
+            with self.changed:
+                self.sock = None
+
+    def take_pending(self) -> list[Any]:
+        ids = list(self.pending.values())
+        self.pending.clear()
+        return ids
 
 
-def _forward(relay: _Relay, http: HttpClientConnection, message: Any, raw: bytes, handle: int) -> None:
-    """One host message to the daemon (or, for a 2026-07-28 cancellation, the end of a stream)."""
-    now = time.time()
-    if isinstance(message, dict):
-        method = message.get("method")
-        if method == "initialize" and "id" in message:
-            relay.initialize, relay.init_id = message, message["id"]
-        if http.config.modern and method == "notifications/cancelled":
-            params = message.get("params") or {}
-            target = relay.handles.pop(params.get("requestId"), None)
-            if target is not None:
-                http.abandon(target)  # 2026-07-28 over HTTP: closing the stream is the cancellation
-            return
-        if method is not None and "id" in message:
-            relay.pending.add(message["id"])
-            relay.answered = anyio.Event()
-            if http.config.modern:
-                relay.handles[message["id"]] = handle
-    http.send(raw, handle=handle, now=now)
+def _hand_over(sock: socket.socket, host: _Host, stdin_fd: int, stdout_fd: int, mirror_fd: int) -> bool:
+    hello = _line({"v": 1, "mode": "fds", "resume": host.handshake})
+    socket.send_fds(sock, [hello], [stdin_fd, stdout_fd, mirror_fd])
+    return _follow(sock, host)
+
+
+def run_shim(
+    state_dir: Path,
+    *,
+    config: str | None = None,
+    loop: str | None = None,
+    stdin_fd: int = 0,
+    stdout_fd: int = 1,
+    relay: bool | None = None,
+) -> int:
+    """Serve the host on ``stdin_fd``/``stdout_fd`` through the daemon until its connection ends; the exit code.
+
+    ``relay`` forces (True) or forbids (False) the ``lines`` fallback; by
+    default it is used only where descriptors cannot be passed.
+    """
+    if relay is None:
+        relay = not hasattr(socket, "send_fds") or os.environ.get("MCPX_SERVE_RELAY") == "1"
+    host = _Host(stdout_fd)
+    mirror_fd = -1 if relay else _mirror_fd(state_dir)
+    shuttle = _Relay(host, stdin_fd) if relay else None
+    lost: collections.deque[float] = collections.deque()
+    while True:
+        try:
+            info = ensure_daemon(state_dir, config=config, loop=loop)
+        except RuntimeError as exc:
+            print(f"mcpx: {exc}", file=sys.stderr)
+            return 2
+        path = info.get("serve")
+        if not isinstance(path, str):
+            print(
+                f"mcpx: the daemon running for {state_dir} (pid {info.get('pid')}, version "
+                f"{info.get('version')}) cannot take a host's stdio; stop it and run `mcpx serve` again",
+                file=sys.stderr,
+            )
+            return 2
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+        except OSError:
+            sock.close()
+            _reap()  # a daemon that died unseen (killed, or still a zombie of ours)
+            with contextlib.suppress(OSError):
+                (state_dir / "daemon.json").unlink()
+            continue
+        with sock:
+            if shuttle is not None:
+                ended = shuttle.run(sock)
+                in_flight = shuttle.take_pending()
+            else:
+                ended = _hand_over(sock, host, stdin_fd, stdout_fd, mirror_fd)
+                in_flight = [] if ended else read_mirror(mirror_fd)
+        if ended:
+            return 0
+        _reap()
+        in_flight += list(host.overflow.values())
+        host.overflow.clear()
+        host.answer_lost(in_flight, f"pid {info.get('pid')}")
+        now = time.monotonic()
+        lost.append(now)
+        while lost and now - lost[0] > _RESTART_WINDOW:
+            lost.popleft()
+        if len(lost) >= _RESTARTS:
+            print(
+                f"mcpx: the daemon for {state_dir} stopped {len(lost)} times within a minute; "
+                f"giving up (its log is {state_dir / 'daemon.log'})",
+                file=sys.stderr,
+            )
+            return 1
+        with contextlib.suppress(OSError):  # the dead daemon cannot remove it; a new one writes its own
+            info_path = state_dir / "daemon.json"
+            if info_path.exists() and json.loads(info_path.read_bytes()).get("pid") == info.get("pid"):
+                info_path.unlink()

@@ -28,7 +28,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from mcpx.cli._gateway import daemon_info
+from mcpx.gateway._state import daemon_info
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(120)

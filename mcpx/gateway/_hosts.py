@@ -1,0 +1,250 @@
+"""Hosts the daemon serves directly: the stdio of each ``mcpx serve``, handed over on ``<state>/serve.sock``.
+
+An MCP host spawns ``mcpx serve``; the shim connects to the daemon's serve
+socket and hands it the host's stdin and stdout (``SCM_RIGHTS``, with the
+in-flight mirror of ``_state``), so the daemon reads and writes the host's
+pipes itself and the shim relays nothing.  To the daemon the host is one
+stdio connection, served by the same driver and server session as any stdio
+MCP server (MCP 2025-06-18 and later, basic/transports "stdio"), and one
+identity for the pool: ``host:<n>``, in both eras (a connection-scoped
+upstream is started once per host, not per 2026-07-28 request).
+
+The socket protocol, one JSON object a line:
+
+* shim → daemon, first: ``{"v": 1, "mode": "fds", "resume": <handshake>|null}``
+  with three descriptors (stdin, stdout, the mirror); or ``"mode": "lines"``
+  and no descriptors, when they cannot be passed: the socket itself then
+  carries the host's messages both ways, newline-delimited JSON.
+* daemon → shim: ``{"handshake": {...}}`` once a legacy host's ``initialize``
+  has settled (a restarted daemon resumes the session with it, so the host
+  is not asked to initialize again); ``{"add": id}`` / ``{"done": id}`` for an
+  id the mirror could not hold; ``{"ended": true}`` when the connection has
+  ended, after which the daemon closes the socket.  In ``lines`` mode the
+  shim sees every message itself and the daemon sends none of these.
+
+When the shim's end closes (the host killed it), the connection ends with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import sniffio
+
+from ..core import ServerConfig, StdioServerConnection
+from ..core._session import ConnectionState
+from ..drivers._async import ByteReader, serve_connection
+from ..drivers._stdio_streams import open_stdio
+from ..server import Server
+from ._state import InflightMirror
+
+__all__ = ["HOST_PREFIX", "HostListener"]
+
+HOST_PREFIX = "host:"
+"""The identity of a host served on its own stdio: its scope in both eras (``scope_key``)."""
+_HELLO_LIMIT = 1 << 20
+
+
+class _Announcer:
+    """Tells the shim what it must keep: the handshake, and ids the mirror could not hold."""
+
+    def __init__(self, control: anyio.abc.SocketStream, conn: StdioServerConnection, tg: anyio.abc.TaskGroup):
+        self.control = control
+        self.conn = conn
+        self.tg = tg
+        self.mirror: InflightMirror | None = None
+        self.announced = False
+        self.lock = anyio.Lock()
+
+    def check_handshake(self) -> None:
+        """After each read: a legacy handshake that has just settled goes to the shim, once."""
+        if self.announced or self.conn.session.state is not ConnectionState.READY:
+            return
+        self.announced = True
+        handshake = self.conn.session.handshake()
+        if handshake is not None:
+            self.tg.start_soon(self.send, {"handshake": handshake})
+
+    async def send(self, message: dict[str, Any]) -> None:
+        async with self.lock:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await self.control.send(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+
+    def started(self, request_id: str | int) -> None:
+        if self.mirror is None or not self.mirror.add(request_id):
+            self.tg.start_soon(self.send, {"add": request_id})
+
+    def ended(self, request_id: str | int) -> None:
+        if self.mirror is None or not self.mirror.done(request_id):
+            self.tg.start_soon(self.send, {"done": request_id})
+
+
+class _WatchedReader:
+    """The host's stdin, announcing a settled handshake before each read."""
+
+    def __init__(self, reader: ByteReader, announcer: _Announcer) -> None:
+        self.reader = reader
+        self.announcer = announcer
+
+    async def receive(self) -> bytes:
+        self.announcer.check_handshake()
+        return await self.reader.receive()
+
+
+class _SocketReader:
+    """``lines`` mode: the host's messages come on the socket (leftover bytes of the hello first)."""
+
+    def __init__(self, stream: anyio.abc.SocketStream, leftover: bytes) -> None:
+        self.stream = stream
+        self.leftover = leftover
+
+    async def receive(self) -> bytes:
+        if self.leftover:
+            data, self.leftover = self.leftover, b""
+            return data
+        try:
+            return await self.stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            return b""
+
+
+class _SocketWriter:
+    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        self.stream = stream
+
+    async def send(self, data: bytes) -> None:
+        try:
+            await self.stream.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise BrokenPipeError(str(exc)) from exc
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(OSError, anyio.BrokenResourceError):
+            await self.stream.send_eof()
+
+
+class HostListener:
+    """Accepts shims on ``path`` and serves each host's stdio with ``server`` until it ends."""
+
+    def __init__(
+        self,
+        server: Server,
+        config: ServerConfig,
+        path: str,
+        *,
+        on_end: Callable[[str], None],
+    ) -> None:
+        self.server = server
+        self.config = config
+        self.path = path
+        self.on_end = on_end  # told the identity of each host whose connection ended
+        self._ids = itertools.count(1)
+        self.served = 0  # hosts whose connection was handed over
+        self._sock: socket.socket | None = None
+
+    def bind(self) -> None:
+        """Listen on ``path`` now (owner-only), before ``daemon.json`` tells shims where to find it."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(self.path)
+            os.chmod(self.path, 0o600)
+            sock.listen(64)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+
+    async def serve(self, tg: anyio.abc.TaskGroup) -> None:
+        """Accept until cancelled (``bind`` first); each shim is served in a task of ``tg``."""
+        assert self._sock is not None, "bind() first"
+        listener = await anyio.abc.SocketListener.from_socket(self._sock)
+        async with listener:  # the socket file stays: the next daemon's bind() replaces it
+            await listener.serve(self._host, task_group=tg)
+
+    async def _hello(self, stream: anyio.abc.UNIXSocketStream) -> tuple[dict[str, Any], list[int], bytes]:
+        data, fds = await stream.receive_fds(65536, 3)
+        while b"\n" not in data:
+            if len(data) > _HELLO_LIMIT:
+                raise ValueError("the hello line is too long")
+            more = await stream.receive()
+            data += more
+        line, _, rest = data.partition(b"\n")
+        hello = json.loads(line)
+        if not isinstance(hello, dict) or hello.get("v") != 1:
+            raise ValueError(f"not a hello this daemon understands: {line[:200]!r}")
+        return hello, fds, rest
+
+    async def _host(self, stream: anyio.abc.SocketStream) -> None:
+        assert isinstance(stream, anyio.abc.UNIXSocketStream)
+        fds: list[int] = []
+        async with stream:
+            try:
+                hello, fds, rest = await self._hello(stream)
+            except (ValueError, OSError, anyio.EndOfStream, anyio.BrokenResourceError):
+                for fd in fds:
+                    os.close(fd)
+                return
+            identity = f"{HOST_PREFIX}{next(self._ids)}"
+            self.served += 1
+            try:
+                if hello.get("mode") == "fds" and len(fds) == 3:
+                    await self._serve_fds(stream, fds, hello.get("resume"), identity)
+                else:
+                    await self._serve_lines(stream, rest, hello.get("resume"), identity)
+            finally:
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self.on_end(identity)
+
+    def _connection(self, resume: Any, identity: str) -> StdioServerConnection:
+        conn = StdioServerConnection(self.config, identity=identity)
+        if isinstance(resume, dict):
+            with contextlib.suppress(Exception):  # a handshake this daemon cannot take: the host starts anew
+                conn.session.resume(resume)
+        return conn
+
+    async def _serve_fds(
+        self, stream: anyio.abc.UNIXSocketStream, fds: list[int], resume: Any, identity: str
+    ) -> None:
+        in_fd, out_fd, mirror_fd = fds
+        conn = self._connection(resume, identity)
+        backend = "trio" if sniffio.current_async_library() == "trio" else "asyncio"
+        async with anyio.create_task_group() as tg:
+            announcer = _Announcer(stream, conn, tg)
+            announcer.announced = resume is not None  # the shim has it already
+            announcer.mirror = InflightMirror(mirror_fd)
+            try:
+                async with open_stdio(backend, in_fd, out_fd) as (reader, writer):
+                    tg.start_soon(self._until_shim_leaves, stream, tg.cancel_scope)
+                    await serve_connection(
+                        self.server, conn, _WatchedReader(reader, announcer), writer, watch=announcer
+                    )
+                await announcer.send({"ended": True})
+            finally:
+                announcer.mirror.close()
+                tg.cancel_scope.cancel()
+
+    async def _serve_lines(
+        self, stream: anyio.abc.SocketStream, rest: bytes, resume: Any, identity: str
+    ) -> None:
+        conn = self._connection(resume, identity)
+        await serve_connection(self.server, conn, _SocketReader(stream, rest), _SocketWriter(stream))
+
+    @staticmethod
+    async def _until_shim_leaves(stream: anyio.abc.SocketStream, scope: anyio.CancelScope) -> None:
+        """The shim sends nothing after its hello: its end closing means the host is gone."""
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            while await stream.receive():
+                pass
+        scope.cancel()
