@@ -338,8 +338,11 @@ class Client:
     ) -> tuple[list[Any], float]:
         """Every page's items, and how long they may be kept: the shortest ``ttlMs`` of the pages.
 
-        2026-07-28 results carry ``ttlMs``; a list without one (every legacy
-        server's) may be kept until the server says it changed (``inf``).
+        2026-07-28 results carry ``ttlMs`` (``CacheableResult``: "how long the
+        client MAY cache this response before re-fetching"; each page has its
+        own), and one that lacks it, or gives a negative one, counts as 0
+        (digest §16).  A legacy server's list has none and may be kept until
+        the server says it changed (``inf``).
         """
         items: list[Any] = []
         keep = math.inf
@@ -351,8 +354,10 @@ class Client:
             page = await self.request(method, page_params)
             items.extend(page.get(key) or [])
             ttl = page.get("ttlMs")
-            if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl >= 0:
-                keep = min(keep, ttl / 1000)
+            if isinstance(ttl, int | float) and not isinstance(ttl, bool):
+                keep = min(keep, max(ttl, 0) / 1000)
+            elif self.session.modern:
+                keep = 0.0
             cursor = page.get("nextCursor")
             if not cursor:
                 return items, keep
@@ -375,20 +380,35 @@ class Client:
         all for 0).  A change announced while the list was being fetched
         wins: that answer is returned but not kept.
         """
+        items, _ = await self.kept_list(method)
+        return items
+
+    async def kept_list(self, method: str) -> tuple[list[Any], float]:
+        """``cached_list``, and until when (``time.monotonic()``) the answer may be used without asking again.
+
+        ``inf`` for a list kept until the server says it changed (a legacy
+        server's); the moment it arrived for ``ttlMs: 0``, which 2026-07-28
+        defines as "immediately stale" (``CacheableResult.ttlMs``: the client
+        MAY re-fetch every time the result is needed); ``-inf`` when a change
+        was announced while it was being fetched.
+        """
         key = _LIST_KEYS.get(method)
         if key is None:
             raise ValueError(f"{method} is not a list mcpx keeps; one of {', '.join(_LIST_KEYS)}")
         kept = self._lists.get(method)
         if kept is not None and time.monotonic() < kept[1]:
-            return kept[0]
+            return kept
         generation = self._list_generation
         if method == "tools/list":
             items, keep = await self._listed_tools()
         else:
             items, keep = await self._pages(method, key)
-        if generation == self._list_generation and keep > 0:
-            self._lists[method] = (items, time.monotonic() + keep)
-        return items
+        if generation != self._list_generation:
+            return items, -math.inf
+        until = time.monotonic() + keep
+        if keep > 0:
+            self._lists[method] = (items, until)
+        return items, until
 
     def _list_changed(self, method: str) -> None:
         dropped = _DROPS.get(method)

@@ -386,8 +386,8 @@ class GatewayServer(Server):
         """Whether ``known`` serves a listing made at ``asked``, or a call (``None``: any catalog read will do).
 
         A listing takes a catalog read since it was made, or one still within
-        its ``ttlMs``.  MCP 2026-07-28 ``CacheableResult.ttlMs``: "If 0, the
-        response SHOULD be considered immediately stale; the client MAY
+        its ``ttlMs``.  MCP 2026-07-28 ``CacheableResult.ttlMs``: "If 0, The
+        response SHOULD be considered immediately stale, The client MAY
         re-fetch every time the result is needed".  Routing a call does not
         need the list, so ``ttlMs: 0`` means "read again before the next
         listing", never "read again on every call".

@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import orjson
 
 from .. import __version__
 from ..client import Client, McpCallError, Resolver, RoundResolver, connect_http, connect_sse, connect_stdio
@@ -78,6 +79,13 @@ _LIST_CHANGED: Mapping[str, str] = {
     "notifications/resources/list_changed": "resources",
 }
 _WATCH_INTERVAL = 0.25  # how often a running instance is checked for having gone away
+_NARROWED_KEPT = 64  # distinct host capability sets whose narrowing is kept (hosts declare few)
+_CATALOG_LISTS = (  # (catalog key, list method, the capability that offers it)
+    ("tools", "tools/list", "tools"),
+    ("prompts", "prompts/list", "prompts"),
+    ("resources", "resources/list", "resources"),
+    ("resourceTemplates", "resources/templates/list", "resources"),
+)
 
 
 @dataclass
@@ -282,6 +290,21 @@ async def _subscribe_upstream(client: Client, uri: str) -> None:
             await client.subscribe(uri)
 
 
+async def _read_catalog(client: Client) -> dict[str, Any]:
+    """What ``client``'s server offers (``Upstreams.catalog``), with ``listedAt`` and ``freshUntil``."""
+    listed_at = time.monotonic()
+    caps = await client.server_capabilities()
+    found: dict[str, Any] = {"capabilities": dict(caps), "revision": client.revision}
+    fresh_until = math.inf
+    for key, method, capability in _CATALOG_LISTS:
+        found[key] = []
+        if capability in caps:
+            found[key], until = await client.kept_list(method)
+            fresh_until = min(fresh_until, until)
+    found["listedAt"], found["freshUntil"] = listed_at, fresh_until
+    return found
+
+
 def _era_key(server: UpstreamServer) -> str:
     """The era cache's key for ``server``: the same one the probe drivers write."""
     if server.url is not None:
@@ -328,6 +351,10 @@ class Upstreams:
         self._on_list_changed: Callable[[str, str], None] | None = None
         self._on_resource_updated: Callable[[str, str], None] | None = None
         self._resources: dict[str, set[str]] = {}  # server -> URIs subscribed upstream, for good
+        self._narrowed: dict[bytes, dict[str, Any]] = {}  # host capabilities (JSON) -> narrowed_capabilities
+        self.on_catalog_stale: Callable[[str, int, str | None], None] | None = None
+        """Told ``(server, instance, kind)`` when an instance starts (``kind`` None) or announces that its
+        tools, prompts or resources changed: what was read of the server's catalog may be out of date."""
 
     def attach(self, tg: anyio.abc.TaskGroup) -> None:
         """Run in ``tg`` (the daemon's task group): instances start there, and the pool's timer with them."""
@@ -496,7 +523,7 @@ class Upstreams:
         ):
             fitted: dict[str, Any] = {}
             if host is not None:
-                caps = narrowed_capabilities(self._capabilities, host.client_capabilities)
+                caps = self._narrowed_for(host.client_capabilities)
                 if as_task:
                     caps["extensions"] = {**caps.get("extensions", {}), TASKS_EXTENSION: {}}
                 fitted["capabilities"] = caps
@@ -528,32 +555,62 @@ class Upstreams:
                     raise
         raise AssertionError("unreachable: _guarded raises when the call did not return")
 
+    def _narrowed_for(self, host_capabilities: Mapping[str, Any]) -> dict[str, Any]:
+        """``narrowed_capabilities`` for this host, computed once per distinct capability set.
+
+        A fresh top-level dict each time: the caller may add the tasks extension to it.
+        """
+        try:
+            key = orjson.dumps(host_capabilities, option=orjson.OPT_SORT_KEYS)
+        except TypeError:  # not JSON (it always is, coming from a host): narrow it every time
+            return narrowed_capabilities(self._capabilities, host_capabilities)
+        kept = self._narrowed.get(key)
+        if kept is None:
+            kept = narrowed_capabilities(self._capabilities, host_capabilities)
+            if len(self._narrowed) >= _NARROWED_KEPT:
+                del self._narrowed[next(iter(self._narrowed))]  # the oldest goes
+            self._narrowed[key] = kept
+        return dict(kept)
+
     async def catalog(self, server: str, *, scope_key: str | None = None) -> dict[str, Any]:
         """What ``server`` offers: tools, prompts, resources and templates, and what it declared.
 
         Lists the server did not declare are empty; each list comes from the
-        instance's cache (dropped when the server announces a change).
+        instance's cache (dropped when the server announces a change, kept no
+        longer than its ``ttlMs``).  ``listedAt`` is when it was read
+        (``time.monotonic()``), ``freshUntil`` until when it may be used
+        without asking again (``Client.kept_list``, the soonest of the lists).
         """
         async with self._instance(server, scope_key) as (client, _, call_id):
             with self._guarded(call_id):
-                caps = await client.server_capabilities()
-                found: dict[str, Any] = {
-                    "capabilities": dict(caps),
-                    "revision": client.revision,
-                    "tools": [],
-                    "prompts": [],
-                    "resources": [],
-                    "resourceTemplates": [],
-                }
-                if "tools" in caps:
-                    found["tools"] = await client.cached_list("tools/list")
-                if "prompts" in caps:
-                    found["prompts"] = await client.cached_list("prompts/list")
-                if "resources" in caps:
-                    found["resources"] = await client.cached_list("resources/list")
-                    found["resourceTemplates"] = await client.cached_list("resources/templates/list")
-                return found
+                return await _read_catalog(client)
         raise AssertionError("unreachable: _guarded raises when the call did not return")
+
+    async def running_catalog(self, server: str, instance: int | None = None) -> dict[str, Any] | None:
+        """``catalog``, read from a running instance of ``server`` (``instance``, when given), not through the pool.
+
+        For the refreshes mcpx makes of its own accord (a list change, an
+        instance start, an expired ``ttlMs``): it starts nothing, waits for no
+        grant and is not a call, so an instance nobody uses still idles out.
+        ``None`` when no such instance is up, or it failed or went away
+        meanwhile: a background refresh has nobody to report to.
+        """
+        if instance is not None:
+            found = self._running.get(instance)
+            candidates = [found] if found is not None and found.server == server else []
+        else:
+            candidates = [r for r in self._running.values() if r.server == server]
+        client = next(
+            (r.client for r in candidates if r.client is not None and not r.client.session.closed), None
+        )
+        if client is None:
+            return None
+        with anyio.move_on_after(self._own_timeout):
+            try:
+                return await _read_catalog(client)
+            except Exception:  # the instance went, or broke: the catalog read before stays
+                return None
+        return None
 
     @property
     def _own_timeout(self) -> float:
@@ -659,6 +716,8 @@ class Upstreams:
             self.clients_started += 1
             self.pool.started(instance, time.monotonic())
             self._perform()
+            if self.on_catalog_stale is not None:  # a new process may offer something else
+                self.on_catalog_stale(server.name, instance, None)
             with anyio.move_on_after(self._own_timeout):
                 # Every instance hears its server's list changes, so that cached lists (the
                 # catalogs the gateway builds on) are dropped when they change; a 2026-07-28
@@ -728,6 +787,8 @@ class Upstreams:
         kind = _LIST_CHANGED.get(note.method)
         if kind is not None:
             self.events.publish("list.changed", {"server": server, "kind": kind})
+            if self.on_catalog_stale is not None:  # watched or not: the gateway's catalog of it is stale
+                self.on_catalog_stale(server, instance, kind)
             if server in self._watched and self._on_list_changed is not None:
                 self._on_list_changed(server, kind)
             return

@@ -1,0 +1,139 @@
+"""The gateway's catalogs over real processes: read once and kept, never listed on a call's way.
+
+A daemon runs in a thread on loopback and passes through
+tests/interop/_counting_server.py, which answers its lists with ``ttlMs: 0``
+(as FastMCP's server does) and writes down every ``tools/list`` it is sent,
+from any of its processes.  The host is mcpx's own 2026-07-28 client.  What
+is counted is what reached the upstream, so the tests hold whatever the
+daemon does inside (spec/gateway.md §1 "Which requests start upstreams").
+"""
+
+from __future__ import annotations
+
+import http.client
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import orjson
+import pytest
+
+from mcpx.client import Client, connect_http
+from mcpx.config import parse_config
+from tests.interop._daemon_thread import DaemonThread
+
+pytestmark = pytest.mark.timeout(90)
+
+
+class CountingDaemon(DaemonThread):
+    """A daemon passing the counting server through; ``listed()`` is how many ``tools/list`` it was sent."""
+
+    def __init__(self, root: Path) -> None:
+        self.log = root / "tools-list.log"
+        self.log.touch()
+        command = orjson.dumps(sys.executable).decode()
+        log = orjson.dumps(str(self.log)).decode()
+        text = f"""
+[servers.counting]
+command = {command}
+args = ["-m", "tests.interop._counting_server", {log}]
+
+[mcp]
+passthrough = ["counting"]
+
+[transport]
+port = 0
+"""
+        environ = {"MCPX_STATE": str(root / "state"), "HOME": str(root)}
+        super().__init__(parse_config(text, environ=environ, home=str(root)))
+
+    def listed(self) -> int:
+        return len(self.log.read_text().split())
+
+    async def settled(self, *, at_least: int = 0, quiet: float = 0.5) -> int:
+        """The count once it is ``at_least`` and has not moved for ``quiet`` seconds (10 s at most)."""
+        with anyio.fail_after(10):
+            while True:
+                count = self.listed()
+                await anyio.sleep(quiet)
+                if count >= at_least and self.listed() == count:
+                    return count
+
+    def restart(self) -> None:
+        url = urlsplit(self.mcp)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+        body = orjson.dumps({"server": "counting"})
+        conn.request("POST", "/v1/restart", body=body, headers={"content-type": "application/json"})
+        assert conn.getresponse().status == 200
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[CountingDaemon]:
+    running = CountingDaemon(tmp_path)
+    yield running
+    running.close()
+
+
+def names(tools: list[Mapping[str, Any]]) -> set[str]:
+    return {str(tool["name"]) for tool in tools}
+
+
+async def echo(host: Client, times: int) -> None:
+    for n in range(times):
+        result = await host.call_tool("echo", {"text": str(n)})
+        assert result["content"][0]["text"] == str(n)
+
+
+def test_calls_list_nothing_upstream_and_ttl_zero_is_read_again_for_the_next_listing(
+    daemon: CountingDaemon,
+) -> None:
+    async def main() -> None:
+        async with connect_http(daemon.mcp, modern=True) as host:
+            assert {"echo", "grow"} <= names(await host.list_tools())
+            before = await daemon.settled(at_least=1)
+            await echo(host, 50)
+            assert daemon.listed() == before  # routed by the catalog last read, ttlMs 0 or not
+            assert {"echo", "grow"} <= names(await host.list_tools())
+            assert daemon.listed() == before + 1  # a listing after ttlMs ran out reads it again
+            await echo(host, 5)
+            assert daemon.listed() == before + 1
+
+    anyio.run(main)
+
+
+def test_a_list_change_is_read_once_in_the_background_and_reaches_the_host(daemon: CountingDaemon) -> None:
+    async def main() -> None:
+        async with connect_http(daemon.mcp, modern=True) as host:
+            await host.start_listening()
+            await host.list_tools()
+            before = await daemon.settled(at_least=1)
+            result = await host.call_tool("grow", {"name": "grown"})
+            assert result["content"][0]["text"] == "added grown"
+            with anyio.fail_after(10):
+                while not any(n.method == "notifications/tools/list_changed" for n in host.notifications):
+                    await anyio.sleep(0.05)
+            assert await daemon.settled(at_least=before + 1) == before + 1  # one refresh, off any call
+            await echo(host, 10)
+            assert daemon.listed() == before + 1
+            assert "grown" in names(await host.list_tools())
+
+    anyio.run(main)
+
+
+def test_an_instance_start_reads_the_catalog_once_beside_the_call_that_started_it(
+    daemon: CountingDaemon,
+) -> None:
+    async def main() -> None:
+        async with connect_http(daemon.mcp, modern=True) as host:
+            await host.list_tools()
+            before = await daemon.settled(at_least=1)
+            daemon.restart()  # instances start again on demand
+            await echo(host, 1)  # starts one, and is routed by the catalog read before
+            assert await daemon.settled(at_least=before + 1) == before + 1
+            await echo(host, 10)
+            assert daemon.listed() == before + 1
+
+    anyio.run(main)

@@ -1,0 +1,372 @@
+"""``GatewayServer``'s catalogs over a fake ``Upstreams``: read once, kept by ``ttlMs``, built once per change.
+
+spec/gateway.md §1 ("Which requests start upstreams") and §5.  The fake
+counts what the gateway asks of the pool (``catalog``, which starts a server
+if need be) and of running instances (``running_catalog``, the refreshes of
+mcpx's own accord), and answers each with the tools it holds then, read now
+and fresh for its ``ttl`` (MCP 2026-07-28 ``ttlMs``; 0 by default, as
+FastMCP's server answers).  Host requests go through ``GatewayServer._answer``,
+the surface lookup and routing the session's requests take.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+from mcpx.client import McpCallError
+from mcpx.core import Revision
+from mcpx.core._gateway import GatewayError
+from mcpx.gateway import GatewayServer, Upstreams
+from mcpx.gateway import _server as server_module
+from mcpx.gateway import _upstreams as upstreams_module
+
+KEY = b"k" * 32
+MODERN = Revision.V2026_07_28
+
+
+def _tool(name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "inputSchema": {"type": "object"}, **extra}
+
+
+class FakeUpstreams:
+    """What ``GatewayServer`` uses of ``Upstreams``; ``tools[server]`` is what each server lists now."""
+
+    def __init__(self, tools: Mapping[str, list[dict[str, Any]]], *, ttl: float = 0.0) -> None:
+        self.servers = dict.fromkeys(tools)
+        self.tools = {name: list(offered) for name, offered in tools.items()}
+        self.ttl = ttl
+        self.reads = dict.fromkeys(tools, 0)  # through the pool
+        self.peeks = dict.fromkeys(tools, 0)  # from a running instance
+        self.failing: set[str] = set()
+        self.running = True
+        self.calls: list[tuple[str, str, Any]] = []
+        self.on_catalog_stale: Callable[[str, int, str | None], None] | None = None
+
+    def watch(self, servers: Any, on_list_changed: Any, on_resource_updated: Any = None) -> None:
+        self.on_list_changed = on_list_changed
+
+    def _found(self, server: str, listed_at: float) -> dict[str, Any]:
+        return {
+            "capabilities": {"tools": {"listChanged": True}},
+            "revision": MODERN,
+            "tools": list(self.tools[server]),
+            "prompts": [],
+            "resources": [],
+            "resourceTemplates": [],
+            "listedAt": listed_at,
+            "freshUntil": time.monotonic() + self.ttl,
+        }
+
+    async def catalog(self, server: str, *, scope_key: str | None = None) -> dict[str, Any]:
+        self.reads[server] += 1
+        listed_at = time.monotonic()
+        await anyio.sleep(0.01)  # a read takes a while: requests meanwhile share it
+        if server in self.failing:
+            raise McpCallError({"code": -32603, "message": f"server {server!r} could not be started"})
+        return self._found(server, listed_at)
+
+    async def running_catalog(self, server: str, instance: int | None = None) -> dict[str, Any] | None:
+        if not self.running:
+            return None
+        self.peeks[server] += 1
+        return self._found(server, time.monotonic())
+
+    async def request(self, server: str, method: str, params: Any = None, **_: Any) -> Mapping[str, Any]:
+        self.calls.append((server, method, params))
+        return {"content": [{"type": "text", "text": f"{server} answered"}]}
+
+    def scope_ended(self, scope_key: str) -> None:
+        pass
+
+    def subscribe(self, server: str, uri: str) -> None:
+        pass
+
+
+def _gateway(fake: FakeUpstreams, passthrough: tuple[str, ...] = ("a", "b")) -> GatewayServer:
+    upstreams: Upstreams = fake  # type: ignore[assignment]
+    return GatewayServer(upstreams, cursor_key=KEY, passthrough=passthrough)
+
+
+async def _ask(gateway: GatewayServer, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    outcome = await gateway._answer(method, params, MODERN, None, "k")  # type: ignore[arg-type]
+    assert outcome.result is not None, outcome
+    return dict(outcome.result)
+
+
+async def _call(gateway: GatewayServer, name: str) -> str:
+    result = await _ask(gateway, "tools/call", {"name": name, "arguments": {}})
+    return str(result["content"][0]["text"])
+
+
+async def _listed(gateway: GatewayServer) -> list[str]:
+    return [tool["name"] for tool in (await _ask(gateway, "tools/list", {}))["tools"]]
+
+
+def _running(gateway: GatewayServer, body: Callable[[], Any]) -> None:
+    """``body()`` with ``gateway.warm()`` holding its background task group, as the daemon runs it."""
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gateway.warm)
+            await body()
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+
+
+def _offered(gateway: GatewayServer) -> list[str]:
+    """The tools the surface of the catalogs last read offers (nothing is read to answer)."""
+    surface = gateway.last_surface
+    assert surface is not None
+    page = surface.list_tools()
+    assert not isinstance(page, GatewayError)
+    return [str(tool["name"]) for tool in page.items]
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    with anyio.fail_after(5):
+        while not check():
+            await anyio.sleep(0.01)
+
+
+def test_calls_are_routed_by_the_last_catalog_and_only_the_first_ones_wait_for_it() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]})
+    gateway = _gateway(fake)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:  # a fresh gateway: the first calls share one read
+            for _ in range(5):
+                tg.start_soon(_call, gateway, "beta")
+        assert fake.reads == {"a": 1, "b": 1}
+        for _ in range(50):
+            assert await _call(gateway, "beta") == "b answered"
+        assert await _call(gateway, "nobody-lists-it") == "a answered"  # the first pass-through server
+        for method, params in (
+            ("prompts/get", {"name": "p"}),
+            ("resources/read", {"uri": "x:y"}),
+            ("completion/complete", {"ref": {"type": "ref/prompt", "name": "p"}, "argument": {}}),
+        ):
+            await _ask(gateway, method, params)
+        assert fake.reads == {"a": 1, "b": 1}  # ttlMs 0, and still nothing read on a call's way
+        assert [server for server, _, _ in fake.calls].count("b") == 55
+
+    anyio.run(main)
+
+
+def test_ttl_zero_is_read_again_before_the_next_listing_never_for_a_call() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]})
+    gateway = _gateway(fake)
+
+    async def main() -> None:
+        assert await _listed(gateway) == [
+            "alpha",
+            "beta",
+            "mcpx_call",
+            "mcpx_servers",
+            "mcpx_search",
+            "mcpx_describe",
+        ]
+        assert fake.reads == {"a": 1, "b": 1}
+        await _call(gateway, "alpha")
+        fake.tools["b"].append(_tool("gamma"))
+        assert "gamma" in await _listed(gateway)  # ttlMs 0 ran out: this listing read again
+        assert fake.reads == {"a": 2, "b": 2}
+        await _call(gateway, "gamma")
+        assert fake.reads == {"a": 2, "b": 2}
+
+    anyio.run(main)
+
+
+def test_a_catalog_within_its_ttl_serves_listings_without_a_read() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]}, ttl=60.0)
+    gateway = _gateway(fake)
+
+    async def main() -> None:
+        for _ in range(10):
+            await _listed(gateway)
+            await _ask(gateway, "tools/call", {"name": "mcpx_servers", "arguments": {}})
+        assert fake.reads == {"a": 1, "b": 1}
+
+    anyio.run(main)
+
+
+def test_the_surface_and_hints_are_built_once_per_catalog_generation() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha", execution={"taskSupport": "required"})], "b": []})
+    gateway = _gateway(fake)
+    built: list[object] = []
+    original = server_module.GatewaySurface
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        surface = original(*args, **kwargs)
+        built.append(surface)
+        return surface
+
+    async def main() -> None:
+        await _listed(gateway)
+        first = await gateway.surface(full=False)
+        assert gateway.task_support("alpha") == "required"
+        for _ in range(20):
+            await _call(gateway, "alpha")
+            await _listed(gateway)  # read again (ttlMs 0), found the same: the same generation
+            assert gateway.header_params("alpha") == {}
+        assert await gateway.surface(full=False) is first and len(built) == 1
+        fake.tools["a"] = [_tool("alpha", execution={"taskSupport": "forbidden"})]
+        await _listed(gateway)
+        assert await gateway.surface(full=False) is not first and len(built) == 2
+        assert gateway.task_support("alpha") == "forbidden"  # the hints moved with the surface
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(server_module, "GatewaySurface", counting)
+        anyio.run(main)
+
+
+def test_cursors_stay_valid_across_a_surface_rebuilt_over_the_same_catalogs() -> None:
+    many = [_tool(f"t{i:03}") for i in range(150)]
+    fake = FakeUpstreams({"a": many, "b": []})
+    gateway = _gateway(fake)
+
+    async def main() -> None:
+        page = await _ask(gateway, "tools/list", {})
+        cursor = page["nextCursor"]
+        fake.tools["a"] = many[:-1]
+        await _listed(gateway)  # another generation
+        fake.tools["a"] = many
+        await _listed(gateway)  # and back: a rebuilt surface over the same catalogs
+        rest = await _ask(gateway, "tools/list", {"cursor": cursor})
+        assert rest["tools"][0]["name"] == "t100"
+
+    anyio.run(main)
+
+
+def test_a_list_change_is_read_once_in_the_background_and_no_listing_uses_the_old_catalog() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": []}, ttl=60.0)
+    gateway = _gateway(fake)
+
+    async def body() -> None:
+        await _until(lambda: gateway.last_surface is not None)  # the start-up listing
+        fake.tools["a"].append(_tool("added"))
+        assert fake.on_catalog_stale is not None
+        fake.on_catalog_stale("a", 1, "tools")
+        await _until(lambda: "added" in _offered(gateway))
+        assert "added" in await _listed(gateway)
+        assert fake.reads == {"a": 1, "b": 1} and fake.peeks == {"a": 1, "b": 0}
+        await anyio.sleep(0.1)
+        assert fake.peeks == {"a": 1, "b": 0}  # one refresh per change
+
+        fake.running = False  # the change is announced, and its instance goes before it is read
+        fake.on_catalog_stale("a", 1, "tools")
+        await anyio.sleep(0.05)
+        await _call(gateway, "alpha")
+        assert fake.reads == {"a": 1, "b": 1}  # a call still routes by the catalog it has
+        await _listed(gateway)
+        assert fake.reads == {"a": 2, "b": 1}  # but no listing uses it
+
+    _running(gateway, body)
+
+
+def test_an_instance_start_is_read_in_the_background_unless_a_read_since_covers_it() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": []}, ttl=60.0)
+    gateway = _gateway(fake)
+    heard: list[str] = []
+    gateway.add_listener(lambda kind, uri: heard.append(kind))
+
+    async def body() -> None:
+        await _until(lambda: gateway.last_surface is not None)
+        fake.tools["a"] = [_tool("upgraded")]  # the server came back offering something else
+        assert fake.on_catalog_stale is not None
+        fake.on_catalog_stale("a", 2, None)
+        await _until(lambda: "upgraded" in _offered(gateway))
+        assert fake.peeks == {"a": 1, "b": 0} and fake.reads == {"a": 1, "b": 1}
+        assert heard == ["tools"]  # found by the refresh, not announced: pass-through hosts are told
+
+    _running(gateway, body)
+
+
+def test_a_positive_ttl_is_refreshed_in_the_background_while_an_instance_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(server_module, "_REFRESH_MIN", 0.05)
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": []}, ttl=0.05)
+    gateway = _gateway(fake)
+
+    async def body() -> None:
+        await _until(lambda: gateway.last_surface is not None)
+        await _until(lambda: fake.peeks["a"] >= 2)  # once the ttl ran out, and again after that one's
+        fake.running = False  # reaped: nothing is started to refresh it
+        await anyio.sleep(0.2)
+        peeks = dict(fake.peeks)
+        await anyio.sleep(0.2)
+        assert fake.peeks == peeks
+        await _call(gateway, "alpha")
+        assert fake.reads == {"a": 1, "b": 1}
+        await _listed(gateway)  # the next listing reads it (and starts it)
+        assert fake.reads == {"a": 2, "b": 2}
+
+    _running(gateway, body)
+
+
+def test_ttl_zero_is_never_refreshed_in_the_background() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": []}, ttl=0.0)
+    gateway = _gateway(fake)
+
+    async def body() -> None:
+        await _until(lambda: gateway.last_surface is not None)
+        await anyio.sleep(0.3)
+        assert fake.peeks == {"a": 0, "b": 0}
+
+    _running(gateway, body)
+
+
+def test_mcpx_servers_reports_a_failed_server_and_each_listing_tries_it_again() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]}, ttl=60.0)
+    fake.failing.add("b")
+    gateway = _gateway(fake, passthrough=())
+
+    async def servers() -> dict[str, Any]:
+        result = await _ask(gateway, "tools/call", {"name": "mcpx_servers", "arguments": {}})
+        return {entry["name"]: entry for entry in result["structuredContent"]["servers"]}
+
+    async def main() -> None:
+        assert await _listed(gateway) == ["mcpx_call", "mcpx_servers", "mcpx_search", "mcpx_describe"]
+        assert fake.reads == {"a": 0, "b": 0}  # gateway mode's tools/list needs no catalog
+        arguments = {"server": "b", "tool": "beta", "arguments": {}}
+        result = await _ask(gateway, "tools/call", {"name": "mcpx_call", "arguments": arguments})
+        assert result["content"][0]["text"] == "b answered" and fake.reads == {"a": 0, "b": 0}
+        found = await servers()
+        assert found["a"]["status"] == "ready"
+        assert found["b"]["status"] == "failed" and "could not be started" in found["b"]["detail"]
+        fake.failing.clear()
+        assert (await servers())["b"]["status"] == "ready"
+        assert fake.reads == {"a": 1, "b": 2}  # the failure was tried again, the good one kept
+
+    anyio.run(main)
+
+
+def test_narrowed_capabilities_are_computed_once_per_host_capability_set(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    computed: list[Mapping[str, Any]] = []
+    original = upstreams_module.narrowed_capabilities
+
+    def counting(own: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
+        computed.append(host)
+        return original(own, host)
+
+    monkeypatch.setattr(upstreams_module, "narrowed_capabilities", counting)
+    upstreams = Upstreams({}, state_dir=tmp_path)
+    first = upstreams._narrowed_for({"sampling": {}, "elicitation": {"form": {}}})
+    first["extensions"] = {"changed": {}}  # the caller's own copy
+    again = upstreams._narrowed_for({"elicitation": {"form": {}}, "sampling": {}})
+    assert len(computed) == 1 and "extensions" not in again
+    assert again == original(
+        upstreams_module.UPSTREAM_CAPABILITIES, {"sampling": {}, "elicitation": {"form": {}}}
+    )
+    for n in range(200):
+        upstreams._narrowed_for({"experimental": {str(n): {}}})
+    assert len(upstreams._narrowed) <= 64  # bounded
