@@ -244,6 +244,8 @@ class Client:
             )
         except LocalProtocolError as exc:
             raise McpCallError({"code": -32603, "message": f"{exc}; {self._gone()}"}) from None
+        except ValueError as exc:  # params no JSON text can carry: the caller's to fix
+            raise McpCallError({"code": -32602, "message": f"Invalid params: {exc}"}) from None
         pending = self._pending[handle] = _Pending()
         if on_progress is not None:
             self._progress[handle] = on_progress

@@ -319,7 +319,7 @@ class ClientSession:
         log_level: str | None = None,
         capabilities: Mapping[str, Any] | None = None,
     ) -> int:
-        """Send any request; returns the call's handle.
+        """Send any request; returns the call's handle (``ValueError``, and nothing sent, for params JSON cannot hold).
 
         ``progress`` asks for progress reports (a token of the session's
         own); ``log_level`` is the 2026-07-28 per-request level.
@@ -488,8 +488,15 @@ class ClientSession:
     def _send_request(self, method: str, params: Mapping[str, Any], *, handle: int | None) -> int:
         request_id = next(self._ids)
         handle = request_id if handle is None else handle
+        obj = Request(id=request_id, method=method, params=dict(params)).to_obj()
+        try:
+            payload = orjson.dumps(obj, option=self._dump_option)
+        except orjson.JSONEncodeError as exc:  # nested past orjson's limit, or not JSON at all
+            raise ValueError(
+                f"{method} params cannot be written as JSON ({exc}); send them less deeply nested"
+            ) from None
         self._by_id[request_id] = handle
-        self._emit(Request(id=request_id, method=method, params=dict(params)).to_obj(), stream=handle)
+        self._actions.append(Send(payload=payload, stream=handle))
         return handle
 
     def _send_notification(self, method: str, params: Mapping[str, Any] | None) -> None:

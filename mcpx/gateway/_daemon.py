@@ -688,9 +688,17 @@ def run_daemon(
         sse_poll_after=settings.value("transport.ssePollAfter"),
     )
 
-    session_config = gateway.session_config(policy=settings.policy())
+    session_config = gateway.session_config(
+        policy=settings.policy(), drain=settings.duration("transport.stdioDrain")
+    )
     serve_path = str(state / SERVE_SOCKET)
-    hosts = HostListener(gateway, session_config, serve_path, on_end=upstreams.scope_ended)
+    hosts = HostListener(
+        gateway,
+        session_config,
+        serve_path,
+        on_end=upstreams.scope_ended,
+        max_line=settings.integer("transport.maxLine"),
+    )
     hosts.bind()
 
     def setup(tg: anyio.abc.TaskGroup) -> Callable[[AppRequest], Awaitable[AppResponse]]:
@@ -704,6 +712,9 @@ def run_daemon(
         header_params=gateway.header_params,
         on_session_end=upstreams.scope_ended,  # a legacy host's session: its connection-scoped instances go
         app_paths=APP_PATHS,
+        max_body=settings.integer("transport.maxBody"),
+        request_timeout=settings.duration("transport.requestTimeout"),
+        sse_keepalive=settings.duration("transport.sseKeepAlive"),
         allowed_origins=frozenset(settings.names("transport.allowedOrigins")),
         allowed_hosts=frozenset(settings.names("transport.allowedHosts")),
     )

@@ -39,7 +39,7 @@ import anyio
 import anyio.abc
 import sniffio
 
-from ..core import ServerConfig, StdioServerConnection
+from ..core import DEFAULT_MAX_LINE, ServerConfig, StdioServerConnection
 from ..core._session import ConnectionState
 from ..drivers._async import ByteReader, serve_connection
 from ..drivers._stdio_streams import open_stdio
@@ -141,11 +141,13 @@ class HostListener:
         path: str,
         *,
         on_end: Callable[[str], None],
+        max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
         self.server = server
         self.config = config
         self.path = path
         self.on_end = on_end  # told the identity of each host whose connection ended
+        self.max_line = max_line  # transport.maxLine
         self._ids = itertools.count(1)
         self.served = 0  # hosts whose connection was handed over
         self._sock: socket.socket | None = None
@@ -208,7 +210,7 @@ class HostListener:
                 self.on_end(identity)
 
     def _connection(self, resume: Any, identity: str) -> StdioServerConnection:
-        conn = StdioServerConnection(self.config, identity=identity)
+        conn = StdioServerConnection(self.config, identity=identity, max_line=self.max_line)
         if isinstance(resume, dict):
             with contextlib.suppress(Exception):  # a handshake this daemon cannot take: the host starts anew
                 conn.session.resume(resume)

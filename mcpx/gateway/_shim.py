@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ __all__ = ["ensure_daemon", "run_shim"]
 
 _RESTARTS = 3  # a daemon lost this many times within _RESTART_WINDOW is given up on
 _RESTART_WINDOW = 60.0
+_WATCHED_LINE = 64 * 1024 * 1024  # longer unterminated input is not kept for watching (the cap is lower)
 
 
 def ensure_daemon(
@@ -189,7 +191,7 @@ class _Relay:
         self.reader: threading.Thread | None = None
 
     def _watch_in(self, line: bytes) -> None:
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):  # the daemon answers what is malformed
             message = json.loads(line)
             if isinstance(message, dict) and isinstance(message.get("method"), str) and "id" in message:
                 self.pending[json.dumps(message["id"])] = message["id"]
@@ -197,7 +199,7 @@ class _Relay:
                     self.initialize = message["params"]
 
     def _watch_out(self, line: bytes) -> None:
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             message = json.loads(line)
             if not isinstance(message, dict) or "method" in message or "id" not in message:
                 return
@@ -223,10 +225,7 @@ class _Relay:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_WR)
                 return
-            buffer += data
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                self._watch_in(line)
+            buffer = self._watch_lines(buffer, data, self._watch_in)
             with contextlib.suppress(OSError):  # a daemon going away: what was sent is answered as lost
                 sock.sendall(data)
 
@@ -248,15 +247,27 @@ class _Relay:
                     data = b""
                 if not data:
                     return self.host_ended
-                buffer += data
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    self._watch_out(line)
+                buffer = self._watch_lines(buffer, data, self._watch_out)
                 with contextlib.suppress(OSError):
                     self.host.write(data)
         finally:
             with self.changed:
                 self.sock = None
+
+    @staticmethod
+    def _watch_lines(buffer: bytes, data: bytes, watch: Callable[[bytes], None]) -> bytes:
+        """Each line ``data`` completes is watched; what is left is kept, unless no line may be that long.
+
+        Linear in the bytes: only ``data`` is searched for line ends.
+        """
+        if b"\n" not in data:
+            buffer += data
+            return buffer if len(buffer) <= _WATCHED_LINE else b""  # the daemon refuses such a line itself
+        first, *lines, rest = data.split(b"\n")
+        watch(buffer + first)
+        for line in lines:
+            watch(line)
+        return rest
 
     def take_pending(self) -> list[Any]:
         ids = list(self.pending.values())
@@ -341,3 +352,43 @@ def run_shim(
             info_path = state_dir / "daemon.json"
             if info_path.exists() and json.loads(info_path.read_bytes()).get("pid") == info.get("pid"):
                 info_path.unlink()
+
+
+_OPTIONS = ("--transport", "--config", "--loop", "--state")
+
+
+def main(argv: list[str]) -> int | None:
+    """``mcpx serve`` without the command-line framework: its exit code, or ``None`` to leave it to typer.
+
+    Only the options ``mcpx serve`` has are read here (``--transport``,
+    ``--config``, ``--loop``, ``--state``, as ``--name value`` or
+    ``--name=value``); anything else (``--help``, a mistake) is left to the
+    typer command, which says what is wrong exactly as before.  The state
+    directory comes from the same settings layers as every command's.
+    """
+    given: dict[str, str] = {}
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if name not in _OPTIONS or name[2:] in given:
+            return None
+        if not eq:
+            value = next(args, "")
+            if not value or value.startswith("--"):
+                return None
+        given[name[2:]] = value
+    loop = given.get("loop") or os.environ.get("MCPX_LOOP") or "asyncio"
+    if given.get("transport", "stdio") != "stdio" or loop not in ("asyncio", "uvloop", "trio"):
+        return None  # the typer command refuses these with its own message
+    from ..config import ConfigError, load_config
+
+    try:
+        loaded = load_config(
+            given.get("config"),
+            flags={"state.dir": given["state"]} if "state" in given else {},
+            flag_origins={"state.dir": "--state"},
+        )
+    except (ConfigError, ValueError) as exc:
+        print(f"mcpx: {exc}", file=sys.stderr)
+        return 2
+    return run_shim(Path(str(loaded.settings.value("state.dir"))), config=given.get("config"), loop=loop)

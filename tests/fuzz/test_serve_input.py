@@ -754,13 +754,6 @@ def test_lines_nested_too_deep_to_parse(hosts: Callable[[str, str], Host], era: 
     _deep_lines(hosts(era, "fds"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MCPX_SERVE_RELAY=1 (lines mode): the shim's stdin pump (_Relay._watch_in) parses every line with "
-    "json.loads and catches only ValueError; a line nested ~1,000 deep raises RecursionError, the pump thread "
-    "dies with a traceback on stderr, the line and every later one are never forwarded, and end of input "
-    "never ends the process",
-)
 def test_lines_nested_too_deep_to_parse_when_the_shim_relays(daemon: Daemon) -> None:
     with Host(daemon, MODERN, "lines") as host:
         _deep_lines(host)
@@ -768,12 +761,6 @@ def test_lines_nested_too_deep_to_parse_when_the_shim_relays(daemon: Daemon) -> 
         assert after == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mcpx_call arguments nested deeper than orjson writes (about 250 levels, well within the 1,024 it "
-    "reads) are answered -32603 'internal error in mcpx: TypeError: Recursion limit reached' instead of a "
-    "precise refusal (-32602) or the upstream's answer",
-)
 @pytest.mark.parametrize("era", ERAS)
 def test_arguments_nested_deeper_than_the_gateway_writes(hosts: Callable[[str, str], Host], era: str) -> None:
     host = hosts(era, "fds")
@@ -847,12 +834,6 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     custom.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transport.maxLine (MCPX_TRANSPORT_MAX_LINE) does not reach the host connections the daemon serves "
-    "for mcpx serve (HostListener builds StdioServerConnection without max_line): a line over the configured "
-    "cap is served, and the -32700 for a line over the 4 MiB default says 'raise transport.maxLine'",
-)
 def test_transport_max_line_is_the_cap_mcpx_serve_applies(tuned: Daemon) -> None:
     with Host(tuned, MODERN, "fds") as host:
         data = _padded(host, "at-cap", TUNED_MAX_LINE) + _padded(host, "over-cap", TUNED_MAX_LINE + 1)
@@ -862,12 +843,6 @@ def test_transport_max_line_is_the_cap_mcpx_serve_applies(tuned: Daemon) -> None
         host.end()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transport.stdioDrain (MCPX_TRANSPORT_STDIO_DRAIN) does not reach the host connections the daemon "
-    "serves for mcpx serve (gateway.session_config() keeps the 2 s default): with 10s set, a 3 s call in "
-    "flight at end of input is cancelled unanswered after 2 s",
-)
 def test_transport_stdio_drain_is_the_drain_mcpx_serve_applies(tuned: Daemon) -> None:
     with Host(tuned, MODERN, "fds") as host:
         assert host.exchange(b"", 0) == []
