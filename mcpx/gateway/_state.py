@@ -62,6 +62,8 @@ def daemon_info(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
 
 def encode_id(request_id: Any) -> bytes:
     """A request id as the mirror stores it: compact JSON (the host's own value, whatever its type)."""
+    if type(request_id) is int:  # the common case, on every call: no JSON encoder needed
+        return str(request_id).encode()
     return json.dumps(request_id, separators=(",", ":"), ensure_ascii=False).encode()
 
 
