@@ -19,20 +19,21 @@ While ``mcpx call`` runs, the upstream's progress is drawn on stderr when
 stderr is a terminal (``/v1/call`` with ``"progress": true``, read line by
 line as application/x-ndjson; not over ssh://).  stdout carries only the
 result, so ``--json`` and pipes get exactly what they got before.
+
+The /v1 requests themselves, their failures and the printed result live in
+mcpx/cli/_v1.py, which ``mcpx call``'s fast path (mcpx/cli/_fast.py) shares.
 """
 
 from __future__ import annotations
 
-import http.client
 import os
 import shlex
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import orjson
 import typer
@@ -40,6 +41,7 @@ import typer
 from ..config._endpoint import DaemonEndpoint
 from ..gateway._state import daemon_info
 from ._settings import collect_flags
+from ._v1 import Daemon, DaemonError, call_body, one_line, refusal, result_lines
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -67,10 +69,6 @@ DaemonOption = Annotated[
         ),
     ),
 ]
-
-
-class DaemonError(Exception):
-    """The daemon could not be reached, or answered with an error; ``str()`` says what to do."""
 
 
 def _load(config: str | None, named: dict[str, tuple[str, str | None]]) -> Any:
@@ -105,8 +103,7 @@ def daemon_request(
             f"use --daemon http://HOST:PORT, or run the command there: {shlex.join(endpoint.ssh_argv(['mcpx']))} ..."
         )
     if endpoint is not None:
-        base = endpoint.base_url
-        restart_hint = f"check that a daemon listens at {base} (`mcpx daemon --port N` there)"
+        daemon = Daemon(endpoint.base_url, remote=True)
     else:
         info = daemon_info(state_dir)
         if info is None:
@@ -114,26 +111,8 @@ def daemon_request(
                 f"no mcpx daemon is running for state directory {state_dir}; start one with `mcpx daemon`, "
                 "or name another with --daemon ssh://HOST (or MCPX_DAEMON)"
             )
-        base = str(info["url"])
-        restart_hint = "restart it with `mcpx daemon`"
-    url = urlsplit(base)
-    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=timeout)
-    payload = orjson.dumps(body) if body is not None else None
-    headers = {"content-type": "application/json"} if payload is not None else {}
-    try:
-        connection.request(method, path, body=payload, headers=headers)
-        response = connection.getresponse()
-        data = response.read()
-    except OSError as exc:
-        raise DaemonError(f"the mcpx daemon at {base} did not answer: {exc}; {restart_hint}") from None
-    finally:
-        connection.close()
-    try:
-        return response.status, orjson.loads(data) if data else None
-    except orjson.JSONDecodeError:
-        raise DaemonError(
-            f"{base} answered {response.status} with something that is not JSON; is it an mcpx daemon?"
-        ) from None
+        daemon = Daemon(str(info["url"]))
+    return daemon.request(method, path, body, timeout=timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +137,7 @@ def _state(given: str | None, config: str | None = None) -> str:
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
     """Say ``message`` on stderr as one line; the ``typer.Exit`` to raise."""
-    typer.echo(f"mcpx: {' '.join(message.split())}", err=True)
+    typer.echo(one_line(message), err=True)
     return typer.Exit(code)
 
 
@@ -169,9 +148,9 @@ def _ask(target: Target | str, method: str, path: str, body: Any = None) -> Any:
         status, answer = daemon_request(where.state, method, path, body, endpoint=where.endpoint)
     except DaemonError as exc:
         raise _fail(str(exc)) from None
-    if status >= 400:
-        error = (answer or {}).get("error", {}) if isinstance(answer, dict) else {}
-        raise _fail(error.get("message") or f"the daemon answered HTTP {status}", 1 if status == 502 else 2)
+    refused = refusal(status, answer)
+    if refused is not None:
+        raise _fail(*refused)
     return answer
 
 
@@ -505,89 +484,6 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"  {server['name']:<16} {(server.get('pool') or {}).get('state', '?')}")
 
 
-_PROGRESS_REDRAW = 0.05  # seconds between two redraws of the progress line (the last report is always drawn)
-
-
-def _number(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-class _ProgressLine:
-    """One line on stderr (a terminal), redrawn in place with the newest progress report, erased at the end."""
-
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.shown = False
-        self.drawn_at = 0.0
-        self.pending: str | None = None
-
-    def report(self, progress: Any) -> None:
-        if not isinstance(progress, dict):
-            return
-        done, total, message = progress.get("progress"), progress.get("total"), progress.get("message")
-        text = f"{self.label}: {_number(done)}"
-        if isinstance(total, int | float) and total > 0 and isinstance(done, int | float):
-            text += f"/{_number(total)} ({min(100, int(100 * done / total))}%)"
-        if isinstance(message, str) and message:
-            text += f" {message}"
-        self.pending = text
-        if time.monotonic() - self.drawn_at >= _PROGRESS_REDRAW:
-            self.draw()
-
-    def draw(self) -> None:
-        if self.pending is None:
-            return
-        try:
-            width = os.get_terminal_size(sys.stderr.fileno()).columns or 80
-        except (OSError, ValueError):
-            width = 80
-        sys.stderr.write("\r\x1b[K" + self.pending[: max(1, width - 1)])  # a wrapped line would not redraw
-        sys.stderr.flush()
-        self.shown, self.pending, self.drawn_at = True, None, time.monotonic()
-
-    def erase(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-            self.shown = False
-
-
-def _post_with_progress(
-    base: str, body: dict[str, Any], on_progress: Callable[[Any], None]
-) -> tuple[int, Any]:
-    """POST /v1/call with ``"progress": true`` to the daemon at ``base``: (HTTP status, JSON answer).
-
-    An application/x-ndjson answer is read line by line: each
-    ``{"progress": ...}`` line goes to ``on_progress`` and the last line is
-    the answer (an error line carries the ``status`` it would have had).
-    ``OSError``, ``ValueError`` or ``http.client.HTTPException`` when the
-    daemon cannot be reached or its answer cannot be read.
-    """
-    url = urlsplit(base)
-    connection = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=600.0)
-    payload = orjson.dumps({**body, "progress": True})
-    try:
-        connection.request("POST", "/v1/call", body=payload, headers={"content-type": "application/json"})
-        response = connection.getresponse()
-        if response.getheader("content-type", "").split(";")[0].strip() != "application/x-ndjson":
-            data = response.read()
-            return response.status, orjson.loads(data) if data else None
-        last: Any = None
-        for line in response:
-            if line.strip():
-                last = orjson.loads(line)
-                if isinstance(last, dict) and set(last) == {"progress"}:
-                    on_progress(last["progress"])
-                    last = None
-    finally:
-        connection.close()
-    if last is None:
-        raise ValueError("the answer ended before the call's result")
-    if isinstance(last, dict) and "error" in last:
-        return int(last.get("status", 502)), last
-    return response.status, last
-
-
 def _call_showing_progress(target: Target, body: dict[str, Any], label: str) -> Any:
     """``POST /v1/call``'s answer, the upstream's progress drawn on stderr meanwhile; exits as ``_ask`` does.
 
@@ -599,18 +495,13 @@ def _call_showing_progress(target: Target, body: dict[str, Any], label: str) -> 
     info = daemon_info(target.state) if target.endpoint is None else {"url": target.endpoint.base_url}
     if info is None:
         return _call_answer(target, body)
-    base = str(info["url"])
-    line = _ProgressLine(label)
     try:
-        status, answer = _post_with_progress(base, body, line.report)
-    except (OSError, ValueError, http.client.HTTPException) as exc:  # not retried: the tool may have run
-        line.erase()
-        raise _fail(f"the mcpx daemon at {base} did not answer the call: {exc}; see its log") from None
-    line.draw()
-    line.erase()
-    if status >= 400:
-        error = (answer or {}).get("error", {}) if isinstance(answer, dict) else {}
-        raise _fail(error.get("message") or f"the daemon answered HTTP {status}", 1 if status == 502 else 2)
+        status, answer = Daemon(str(info["url"])).call_showing_progress(body, label)
+    except DaemonError as exc:  # not retried: the tool may have run
+        raise _fail(str(exc)) from None
+    refused = refusal(status, answer)
+    if refused is not None:
+        raise _fail(*refused)
     return answer
 
 
@@ -625,9 +516,7 @@ def call_through_daemon(
     daemon: str | None = None,
 ) -> None:
     """``mcpx call SERVER TOOL``: POST /v1/call (or mcpx_call over ssh://); exit 1 on isError or an upstream error."""
-    body: dict[str, Any] = {"server": server, "tool": tool, "arguments": arguments}
-    if timeout is not None:
-        body["timeout"] = timeout
+    body = call_body(server, tool, arguments, timeout)
     target = _target(state, daemon)
     if sys.stderr.isatty():  # a person is watching: show the upstream's progress there
         answer = _call_showing_progress(target, body, f"{server}/{tool}")
@@ -635,12 +524,7 @@ def call_through_daemon(
         answer = _call_answer(target, body)
     result = answer["result"]
     if not _show(result, as_json):
-        for block in result.get("content", []):
-            if block.get("type") == "text":
-                typer.echo(block.get("text", ""))
-            else:
-                typer.echo(f"[{block.get('type')} content; --json shows it]")
-        if "structuredContent" in result and not result.get("content"):
-            typer.echo(orjson.dumps(result["structuredContent"], option=orjson.OPT_INDENT_2).decode())
+        for line in result_lines(result):
+            typer.echo(line)
     if result.get("isError"):
         raise typer.Exit(1)

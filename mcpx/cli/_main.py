@@ -160,17 +160,6 @@ def demo(
         )
 
 
-def _argument(text: str) -> tuple[str, object]:
-    """``k=v``: ``v`` as JSON when it parses (numbers, booleans, objects), else as a string."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise typer.BadParameter(f"--arg takes key=value, not {text!r}")
-    try:
-        return key, orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return key, value
-
-
 @app.command()
 def call(
     target: Annotated[
@@ -229,16 +218,12 @@ def call(
     from ..core._probe import ProbeConfig, ProbeFailed
     from ..drivers._eracache import era_cache_path
     from ..drivers._probe_http import probe_http
+    from ._fast import call_arguments
 
-    arguments = dict(_argument(a) for a in arg or [])
-    if json_arguments is not None:
-        try:
-            parsed = orjson.loads(json_arguments)
-        except orjson.JSONDecodeError as exc:
-            raise typer.BadParameter(f"--json-args is not JSON: {exc}") from None
-        if not isinstance(parsed, dict):
-            raise typer.BadParameter("--json-args must be a JSON object")
-        arguments = {**parsed, **arguments}
+    try:
+        arguments = call_arguments(arg or [], json_arguments)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     direct = "--" in sys.argv[1:] or any(t.startswith(("http://", "https://")) for t in target[1:])
     if not direct:
         if len(target) != 2:
@@ -425,7 +410,3 @@ def conformance_client(url: Annotated[str, typer.Argument(help="The suite's mock
     from ..conformance_client import main as run
 
     raise typer.Exit(run([url]))
-
-
-def main() -> None:
-    app()

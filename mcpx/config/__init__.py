@@ -22,9 +22,17 @@ Connecting to a configured server::
         connect_http(server.url, headers=server.headers, auth=server.auth)
     else:
         connect_stdio(server.argv(), env=server.process_env(), cwd=server.cwd)
+
+Importing this package does not import ``mcpx.core``: the auth names below
+are fetched from it on first use, and the settings and servers modules import
+it only for what needs it (a revision, an ``auth`` table), so a command that
+only reads its settings starts quickly (mcpx/cli/_fast.py).
 """
 
-from ..core._upstream_auth import AUTH_TYPES, AuthConfigError, UpstreamAuth, parse_auth
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from ._file import Config, config_location, detect_format, parse_config
 from ._io import ensure_state_dir, load_config, write_state_file
 from ._servers import Scope, UpstreamServer, check_server_name
@@ -41,6 +49,11 @@ from ._settings import (
     parse_duration,
     resolve_settings,
 )
+
+if TYPE_CHECKING:
+    from ..core._upstream_auth import AUTH_TYPES, AuthConfigError, UpstreamAuth, parse_auth
+
+_FROM_CORE = frozenset({"AUTH_TYPES", "AuthConfigError", "UpstreamAuth", "parse_auth"})
 
 __all__ = [
     "AUTH_TYPES",
@@ -69,3 +82,11 @@ __all__ = [
     "resolve_settings",
     "write_state_file",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_CORE:
+        from ..core import _upstream_auth
+
+        return getattr(_upstream_auth, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,6 +23,9 @@ The JSON that MCP hosts already use is read as is: keys a host understands
 but mcpx does not (``autoApprove``, ``timeout``, …) are reported as warnings
 rather than refused.  mcpx's own TOML is strict: an unknown key is an error.
 Nothing here does I/O; ``environ`` is only for ``auth``'s indirections.
+``mcpx.core`` (where ``auth`` and the refused headers are defined) is
+imported only for a server that has ``auth`` or ``headers``: reading a
+configuration must not load the protocol machines (mcpx/config/_settings.py).
 """
 
 from __future__ import annotations
@@ -31,17 +34,13 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from ..core._upstream_auth import (
-    AuthConfigError,
-    Transport,
-    UpstreamAuth,
-    parse_auth,
-    refused_header_reason,
-)
 from ._settings import SERVER_NAME, SERVER_NAME_RULE, suggest
+
+if TYPE_CHECKING:
+    from ..core._upstream_auth import Transport, UpstreamAuth
 
 __all__ = ["RESERVED_NAMES", "Scope", "UpstreamServer", "check_server_name", "parse_server"]
 
@@ -224,6 +223,8 @@ def parse_server(
                 problems.append(f"{where}.{key} is for command servers; a url server takes headers and auth")
     auth: UpstreamAuth | None = None
     if entry.get("auth") is not None:
+        from ..core._upstream_auth import AuthConfigError, parse_auth
+
         try:
             auth = parse_auth(entry["auth"], environ=environ, transport=transport, where=f"{where}.auth")
         except AuthConfigError as exc:
@@ -315,6 +316,8 @@ def _headers(table: object, where: str, problems: list[str]) -> tuple[tuple[str,
     if not isinstance(table, Mapping):
         problems.append(f"{where}.headers must be a table of Header-Name = string")
         return ()
+    from ..core._upstream_auth import refused_header_reason
+
     out: list[tuple[str, str]] = []
     for name, value in table.items():
         reason = refused_header_reason(str(name))

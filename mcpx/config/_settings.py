@@ -20,6 +20,14 @@ and the flags as arguments and returns ``Settings`` — each value with the
 layer it came from (``Source``) and the exact origin (a file path, a variable,
 a flag).  Every bad value is reported, not just the first, each with the key,
 the value, where it came from and what is allowed.
+
+Nothing here imports ``mcpx.core`` until a revision is parsed or shown, or a
+default taken from it is read (``spec.precedence``, ``transport.maxLine``):
+importing ``mcpx.core`` builds every protocol machine, which costs more than
+the rest of a short command, and ``mcpx call`` reads the configuration only
+to find its daemon (mcpx/cli/_fast.py).  A revision kind's ``allowed`` text
+and those defaults are therefore computed when first asked for, and
+``Settings`` holds a computed default unevaluated until it is read.
 """
 
 from __future__ import annotations
@@ -30,10 +38,12 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ..core import DEFAULT_MAX_LINE, REVISIONS, Revision, SpecPolicy, parse_revision
 from ._endpoint import ENDPOINT_FORMS, DaemonEndpoint, parse_endpoint
+
+if TYPE_CHECKING:
+    from ..core import Revision, SpecPolicy
 
 __all__ = [
     "SETTINGS",
@@ -145,10 +155,11 @@ class _Kind:
     """How one setting's raw values are checked and shown.
 
     ``parse`` raises ``ValueError`` whose text completes "…: <text>"; ``allowed``
-    says what would have been accepted.
+    says what would have been accepted (a function for the text that names
+    mcpx.core's revisions, so that it is built only for a message).
     """
 
-    allowed: str
+    allowed: str | Callable[[], str]
     parse: Callable[[object], Any]
     show: Callable[[Any], str]
     json: Callable[[Any], Any] = field(default=lambda v: v)
@@ -223,6 +234,12 @@ def _text(pattern: str, what: str) -> _Kind:
     return _Kind(allowed=what, parse=parse, show=str)
 
 
+def _revisions() -> tuple[Revision, ...]:
+    from ..core import REVISIONS
+
+    return REVISIONS
+
+
 def _revision_list(complete: bool) -> _Kind:
     def parse(raw: object) -> tuple[Revision, ...]:
         out: list[Revision] = []
@@ -232,15 +249,14 @@ def _revision_list(complete: bool) -> _Kind:
                 raise ValueError(f"{rev} is listed twice")
             out.append(rev)
         if complete:
-            out += [rev for rev in reversed(REVISIONS) if rev not in out]
+            out += [rev for rev in reversed(_revisions()) if rev not in out]
         return tuple(out)
 
-    valid = ", ".join(REVISIONS)
     what = (
         "revisions in the order their rules win (the rest follow, newest first)" if complete else "revisions"
     )
     return _Kind(
-        allowed=f"comma-separated {what}; valid revisions are {valid}",
+        allowed=lambda: f"comma-separated {what}; valid revisions are {', '.join(_revisions())}",
         parse=parse,
         show=lambda v: ",".join(v) or "(none)",
         json=lambda v: [str(r) for r in v],
@@ -248,6 +264,8 @@ def _revision_list(complete: bool) -> _Kind:
 
 
 def _revision(text: str) -> Revision:
+    from ..core import parse_revision
+
     try:
         return parse_revision(text)
     except ValueError:
@@ -261,7 +279,7 @@ def _optional_revision() -> _Kind:
         return _revision(raw.strip()) if raw.strip() else None
 
     return _Kind(
-        allowed=f"one revision: {', '.join(REVISIONS)}",
+        allowed=lambda: f"one revision: {', '.join(_revisions())}",
         parse=parse,
         show=lambda v: "(none)" if v is None else str(v),
         json=lambda v: None if v is None else str(v),
@@ -333,13 +351,34 @@ def env_name(key: str) -> str:
     return "MCPX_" + snake.upper()
 
 
+@dataclass(frozen=True, slots=True)
+class _Computed:
+    """A default computed each time it is read (from mcpx.core, which is not imported before then)."""
+
+    make: Callable[[], Any]
+
+
+def _newest_first() -> tuple[Revision, ...]:
+    return tuple(reversed(_revisions()))
+
+
+def _max_line() -> int:
+    from ..core import DEFAULT_MAX_LINE
+
+    return DEFAULT_MAX_LINE
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SettingDef:
-    """One row of the settings table."""
+    """One row of the settings table.
+
+    ``initial`` is the default as the table writes it: a value, or a
+    ``_Computed`` that ``default`` evaluates.
+    """
 
     key: str
     kind: _Kind
-    default: Any
+    initial: Any
     description: str
     env: str = ""
     flag: str | None = None
@@ -349,25 +388,30 @@ class SettingDef:
             object.__setattr__(self, "env", env_name(self.key))
 
     @property
+    def default(self) -> Any:
+        """The default value (``None`` for ``state.dir``, whose default depends on the environment)."""
+        return self.initial.make() if isinstance(self.initial, _Computed) else self.initial
+
+    @property
     def allowed(self) -> str:
-        return self.kind.allowed
+        allowed = self.kind.allowed
+        return allowed if isinstance(allowed, str) else allowed()
 
 
-_NEWEST_FIRST: Final = tuple(reversed(REVISIONS))
 STATE_DIR_DEFAULT: Final = "$XDG_STATE_HOME/mcpx, else ~/.local/state/mcpx"
 
 SETTINGS: Final[tuple[SettingDef, ...]] = (
     SettingDef(
         key="spec.precedence",
         kind=_revision_list(complete=True),
-        default=_NEWEST_FIRST,
+        initial=_Computed(_newest_first),
         flag="--spec-precedence",
         description="Revisions in the order their rules win a conflict the peer's version does not settle.",
     ),
     SettingDef(
         key="spec.first",
         kind=_optional_revision(),
-        default=None,
+        initial=None,
         env="MCPX_MCP_SPEC",
         flag="--mcp-spec",
         description="One revision moved to the front of spec.precedence.",
@@ -375,56 +419,56 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
     SettingDef(
         key="spec.lenient",
         kind=_revision_list(complete=False),
-        default=(),
+        initial=(),
         flag="--spec-lenient",
         description="Revisions mcpx does not hold strictly (may send fields their schema lacks).",
     ),
     SettingDef(
         key="proto.askTimeout",
         kind=_duration(positive=True),
-        default=600.0,
+        initial=600.0,
         description="How long one client request may be held while a question is out.",
     ),
     SettingDef(
         key="proto.askRounds",
         kind=_integer(1, 1000),
-        default=8,
+        initial=8,
         description="How many times one call may come back asking before it is abandoned.",
     ),
     SettingDef(
         key="proto.stateTTL",
         kind=_duration(positive=True),
-        default=1800.0,
+        initial=1800.0,
         description="How long a 2026-07-28 requestState may be resumed with.",
     ),
     SettingDef(
         key="proto.askTTL",
         kind=_duration(positive=True),
-        default=900.0,
+        initial=900.0,
         description="How long a parked call waits for an answer, and how long its result is kept after.",
     ),
     SettingDef(
         key="pool.callTimeout",
         kind=_duration(positive=True),
-        default=120.0,
+        initial=120.0,
         description="How long one upstream call may run (paused while a question is pending).",
     ),
     SettingDef(
         key="pool.idleTimeout",
         kind=_duration(),
-        default=300.0,
+        initial=300.0,
         description="How long an unused shared upstream is kept running (0s: stop it after each use).",
     ),
     SettingDef(
         key="pool.maxSpawnsPerMinute",
         kind=_integer(1, 10_000),
-        default=30,
+        initial=30,
         description="How many instances of one server mcpx may start per minute (per server, so one crash-looping server cannot starve the rest).",
     ),
     SettingDef(
         key="pool.spare",
         kind=_boolean(),
-        default=True,
+        initial=True,
         description=(
             "Keep one instance of each connection- or call-scoped server started ahead of need "
             "(each 2026-07-28 request is a connection of its own)."
@@ -433,39 +477,39 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
     SettingDef(
         key="transport.address",
         kind=_text(r"[0-9A-Za-z.:\-\[\]%]+", "a host name or IP address (e.g. 127.0.0.1, ::1, 0.0.0.0)"),
-        default="127.0.0.1",
+        initial="127.0.0.1",
         flag="--address",
         description="The address the HTTP listener binds; beyond loopback, anyone who can route to it can call tools.",
     ),
     SettingDef(
         key="transport.port",
         kind=_integer(0, 65535),
-        default=8899,
+        initial=8899,
         flag="--port",
         description="The TCP port of the HTTP listener (0 picks a free one).",
     ),
     SettingDef(
         key="transport.allowedOrigins",
         kind=_string_list("Origins (scheme://host[:port])"),
-        default=(),
+        initial=(),
         description="Origins accepted besides loopback and the bound address (others get 403).",
     ),
     SettingDef(
         key="transport.allowedHosts",
         kind=_string_list("Host header values"),
-        default=(),
+        initial=(),
         description="Host header values accepted besides loopback and the bound address.",
     ),
     SettingDef(
         key="transport.sseKeepAlive",
         kind=_duration(positive=True),
-        default=15.0,
+        initial=15.0,
         description="Silence after which a slow answer becomes an event stream carrying comments.",
     ),
     SettingDef(
         key="transport.ssePollAfter",
         kind=_duration(),
-        default=0.0,
+        initial=0.0,
         description=(
             "A gateway call still running after this long has its 2025-11-25 HTTP response stream closed; "
             "the client resumes it with Last-Event-ID (SSE polling). 0s: never."
@@ -474,38 +518,38 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
     SettingDef(
         key="transport.stdioDrain",
         kind=_duration(),
-        default=2.0,
+        initial=2.0,
         description="How long requests in flight get to answer after stdin closes.",
     ),
     SettingDef(
         key="transport.maxLine",
         kind=_integer(1024),
-        default=DEFAULT_MAX_LINE,
+        initial=_Computed(_max_line),
         description="The longest stdio line accepted, in bytes.",
     ),
     SettingDef(
         key="transport.maxBody",
         kind=_integer(1024),
-        default=4 * 1024 * 1024,
+        initial=4 * 1024 * 1024,
         description="The largest HTTP request body accepted, in bytes (413 beyond).",
     ),
     SettingDef(
         key="transport.requestTimeout",
         kind=_duration(positive=True),
-        default=10.0,
+        initial=10.0,
         description="How long an HTTP client has to send a request's headers and body (408 beyond).",
     ),
     SettingDef(
         key="mcp.passthrough",
         kind=_name_list(),
-        default=(),
+        initial=(),
         flag="--passthrough",
         description="Configured servers whose tools, prompts and resources are offered under their own names.",
     ),
     SettingDef(
         key="state.dir",
         kind=_path(),
-        default=None,  # computed from the environment: see default_state_dir
+        initial=None,  # computed from the environment: see default_state_dir
         env="MCPX_STATE",
         flag="--state",
         description="Where mcpx keeps its state (era cache, …); created 0700, files 0600.",
@@ -513,7 +557,7 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
     SettingDef(
         key="daemon.endpoint",
         kind=_endpoint(),
-        default=None,  # the daemon recorded in <state.dir>/daemon.json
+        initial=None,  # the daemon recorded in <state.dir>/daemon.json
         env="MCPX_DAEMON",
         flag="--daemon",
         description=(
@@ -589,15 +633,23 @@ class Setting:
 
 
 class Settings(Mapping[str, Setting]):
-    """Every setting's effective value with its provenance, in table order."""
+    """Every setting's effective value with its provenance, in table order.
+
+    An item may be a function that makes its ``Setting`` (a default computed
+    from mcpx.core, as ``resolve_settings`` leaves it): it is called, once,
+    when the item is first read.
+    """
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: Mapping[str, Setting]) -> None:
+    def __init__(self, items: Mapping[str, Setting | Callable[[], Setting]]) -> None:
         self._items = dict(items)
 
     def __getitem__(self, key: str) -> Setting:
-        return self._items[key]
+        item = self._items[key]
+        if not isinstance(item, Setting):
+            item = self._items[key] = item()
+        return item
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
@@ -606,10 +658,10 @@ class Settings(Mapping[str, Setting]):
         return len(self._items)
 
     def __repr__(self) -> str:
-        return f"Settings({', '.join(f'{k}={s.text()}' for k, s in self._items.items())})"
+        return f"Settings({', '.join(f'{k}={s.text()}' for k, s in self.items())})"
 
     def value(self, key: str) -> Any:
-        return self._items[key].value
+        return self[key].value
 
     def duration(self, key: str) -> float:
         value = self.value(key)
@@ -628,6 +680,8 @@ class Settings(Mapping[str, Setting]):
 
     def policy(self) -> SpecPolicy:
         """The revision policy these settings make (seed §1.1)."""
+        from ..core import SpecPolicy
+
         return SpecPolicy.build(
             precedence=self.value("spec.precedence"),
             lenient=self.value("spec.lenient"),
@@ -635,7 +689,14 @@ class Settings(Mapping[str, Setting]):
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {key: setting.to_json() for key, setting in self._items.items()}
+        return {key: setting.to_json() for key, setting in self.items()}
+
+
+def _default_setting(definition: SettingDef) -> Callable[[], Setting]:
+    """The default ``Setting`` of a computed default, made when ``Settings`` is first asked for it."""
+    return lambda: Setting(
+        key=definition.key, value=definition.default, source=Source.DEFAULT, origin="default"
+    )
 
 
 def _show_raw(raw: object) -> str:
@@ -666,13 +727,15 @@ def resolve_settings(
     for key in flags:
         if key not in _BY_KEY:
             problems.append(unknown_setting(key, flag_origins.get(key, "--set")))
-    out: dict[str, Setting] = {}
+    out: dict[str, Setting | Callable[[], Setting]] = {}
     for definition in SETTINGS:
         key = definition.key
-        default = definition.default
-        if key == "state.dir":
-            default = default_state_dir(environ, home)
-        chosen = Setting(key=key, value=default, source=Source.DEFAULT, origin="default")
+        chosen: Setting | Callable[[], Setting]
+        if isinstance(definition.initial, _Computed):
+            chosen = _default_setting(definition)
+        else:
+            default = default_state_dir(environ, home) if key == "state.dir" else definition.initial
+            chosen = Setting(key=key, value=default, source=Source.DEFAULT, origin="default")
         layers: list[tuple[Source, str, object]] = []
         if key in file_values:
             layers.append((Source.FILE, file_origin, file_values[key]))
