@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -357,7 +357,7 @@ def run_shim(
 _OPTIONS = ("--transport", "--config", "--loop", "--state")
 
 
-def main(argv: list[str]) -> int | None:
+def main(argv: Sequence[str]) -> int | None:
     """``mcpx serve`` without the command-line framework: its exit code, or ``None`` to leave it to typer.
 
     Only the options ``mcpx serve`` has are read here (``--transport``,

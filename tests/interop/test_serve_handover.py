@@ -271,3 +271,31 @@ def test_the_shim_exits_when_the_host_ends_and_keeps_nothing_open(env: dict[str,
     assert _text(host.call("echo", text="x")) == "x"
     assert host.close() == 0
     assert host.process.stdout is not None and host.process.stdout.read() == b""
+
+
+def test_mcpx_serve_imports_neither_typer_nor_the_protocol_machines(env: dict[str, str]) -> None:
+    """The shim a host spawns loads the standard library and the settings, not the daemon's machinery."""
+    _start_daemon(env)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "mcpx", "serve"],
+        input=orjson.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}}
+        )
+        + b"\n",
+        env=env,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    answer = orjson.loads(done.stdout.splitlines()[0])
+    assert answer["id"] == 1 and "mcpx_call" in [tool["name"] for tool in answer["result"]["tools"]]
+    imported = {
+        line.split(b"|")[-1].strip().decode()
+        for line in done.stderr.splitlines()
+        if line.startswith(b"import time:")
+    }
+    assert "mcpx.gateway._shim" in imported
+    heavy = ("typer", "click", "anyio", "h11", "mcpx.core", "mcpx.client", "mcpx.drivers", "mcpx.cli._main")
+    assert sorted(m for m in imported if m.startswith(heavy)) == []
