@@ -69,6 +69,9 @@ class _Plan:
     drop: frozenset[str]  # fields this revision does not define
     walk: tuple[tuple[str, FieldRule], ...]  # fields whose contents may need work
     untouched: bool  # nothing in this shape or below can change at this revision
+    # Every field whose presence can make a difference (drop, walk and the
+    # special rules' fields): an object holding none of them comes back as it is.
+    touch: frozenset[str]
 
 
 def _meta_keys_dropped(where: str, rev: Revision) -> frozenset[str]:
@@ -113,8 +116,17 @@ def _build_plans() -> dict[tuple[str, Revision], _Plan]:
                 for k, rule in fields.items()
                 if rule.defined_in(rev) and not untouched_field(rule, rev, {name})
             )
-            plans[(name, rev)] = _Plan(drop=drop, walk=walk, untouched=not drop and not walk)
+            touch = drop | {k for k, _ in walk} | _SPECIAL.get(name, frozenset())
+            plans[(name, rev)] = _Plan(drop=drop, walk=walk, untouched=not drop and not walk, touch=touch)
     return plans
+
+
+# Shapes with rules beyond dropping fields, and the fields those rules read:
+# their plans never report untouched when the special case can apply.
+_SPECIAL: Final[dict[str, frozenset[str]]] = {
+    "CallToolResult": frozenset({"structuredContent"}),
+    "Tool": frozenset({"outputSchema"}),
+}
 
 
 _PLANS: Final = _build_plans()
@@ -123,9 +135,23 @@ _META_DROPS: Final = {
     for where in ("request", "result", "notification", "object")
     for rev in REVISIONS
 }
-# Shapes with rules beyond dropping fields: their plans never report untouched
-# when the special case can apply.
-_SPECIAL: Final = {"CallToolResult", "Tool"}
+_UNIONS: Final = dict(UNION_SHAPES)
+# (union, revision) -> {tag: the variant's shape, or None when the revision
+# lacks the variant and the block must be converted}.
+_VARIANTS: Final[dict[tuple[str, Revision], dict[str, str | None]]] = {
+    (name, rev): {
+        tag: (variant.shape if variant.defined_in(rev) else None) for tag, variant in union.variants.items()
+    }
+    for name, union in UNION_SHAPES.items()
+    for rev in REVISIONS
+}
+# (union, revision) -> {tag: the fields that matter in that variant}: a block
+# holding none of them is left as it is without a call (a list of content
+# blocks is walked on every tools/call result).
+_QUIET: Final[dict[tuple[str, Revision], dict[str, frozenset[str]]]] = {
+    (name, rev): {tag: _PLANS[(shape, rev)].touch for tag, shape in variants.items() if shape is not None}
+    for (name, rev), variants in _VARIANTS.items()
+}
 
 
 # --------------------------------------------------------------------------
@@ -139,7 +165,7 @@ def downgrade(value: Mapping[str, Any], shape: str, revision: Revision, *, stric
     Returns ``value`` itself when nothing needs to change, otherwise a
     copy-on-write copy.  Unknown shapes are returned unchanged.
     """
-    if shape in UNION_SHAPES:
+    if shape in _UNIONS:
         return _union(value, shape, revision, strict)
     if (shape, revision) not in _PLANS:
         return value
@@ -150,15 +176,11 @@ def _object(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
     if not isinstance(value, dict):
         return value
     plan = _PLANS[(shape, rev)]
-    if plan.untouched and shape not in _SPECIAL:
-        return value
+    if plan.touch.isdisjoint(value):
+        return value  # nothing here is dropped, walked or rewritten: the common case, one set operation
     out: dict[str, Any] | None = None
-    if strict:
-        for key in plan.drop:
-            if key in value:
-                if out is None:
-                    out = dict(value)
-                del out[key]
+    if strict and not plan.drop.isdisjoint(value):
+        out = {k: v for k, v in value.items() if k not in plan.drop}
     for key, rule in plan.walk:
         if key not in value:
             continue
@@ -168,10 +190,12 @@ def _object(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
             if out is None:
                 out = dict(value)
             out[key] = new
-    if shape == "CallToolResult" and strict:
-        out = _call_tool_result(value, out, rev)
-    elif shape == "Tool" and strict:
-        out = _tool(value, out, rev)
+    if strict and shape in _SPECIAL:
+        if shape == "CallToolResult":
+            if "structuredContent" in value:
+                out = _call_tool_result(value, out, rev)
+        else:
+            out = _tool(value, out, rev)
     return value if out is None else out
 
 
@@ -183,13 +207,23 @@ def _field(value: Any, rule: FieldRule, rev: Revision, strict: bool) -> Any:
     if rule.items is not None:
         if not isinstance(value, list):
             return value
-        changed = False
-        items = []
-        for item in value:
-            new = _dispatch(item, rule.items, rev, strict)
-            changed = changed or new is not item
-            items.append(new)
-        return items if changed else value
+        shape = rule.items
+        quiet = _QUIET.get((shape, rev))
+        discriminator = _UNIONS[shape].discriminator if quiet is not None else ""
+        for i, item in enumerate(value):
+            if quiet is not None and isinstance(item, dict):
+                tag = item.get(discriminator)
+                if type(tag) is str:
+                    touch = quiet.get(tag)
+                    if touch is not None and touch.isdisjoint(item):
+                        continue  # what _union would decide, without the calls
+            new = _dispatch(item, shape, rev, strict)
+            if new is not item:  # copy on write: the first change makes the new list
+                items = value[:i]
+                items.append(new)
+                items.extend(_dispatch(rest, shape, rev, strict) for rest in value[i + 1 :])
+                return items
+        return value
     if rule.values is not None and isinstance(value, dict):
         out = {k: _dispatch(v, rule.values, rev, strict) for k, v in value.items()}
         return out if any(out[k] is not value[k] for k in value) else value
@@ -197,7 +231,7 @@ def _field(value: Any, rule: FieldRule, rev: Revision, strict: bool) -> Any:
 
 
 def _dispatch(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
-    if shape in UNION_SHAPES:
+    if shape in _UNIONS:
         return _union(value, shape, rev, strict)
     return _object(value, shape, rev, strict)
 
@@ -214,15 +248,15 @@ def _meta(value: Any, where: str, rev: Revision) -> Any:
 def _union(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
     if not isinstance(value, dict):
         return value
-    union = UNION_SHAPES[shape]
-    tag = value.get(union.discriminator)
-    variant = union.variants.get(tag) if isinstance(tag, str) else None
-    if variant is None:
+    tag = value.get(_UNIONS[shape].discriminator)
+    variants = _VARIANTS[(shape, rev)]
+    if not isinstance(tag, str) or tag not in variants:
         return value  # a block type no revision defines: carried as it came
-    if not variant.defined_in(rev):
+    variant_shape = variants[tag]
+    if variant_shape is None:
         converted = _convert_block(value, rev)
         return _union(converted, shape, rev, strict)
-    return _object(value, variant.shape, rev, strict)
+    return _object(value, variant_shape, rev, strict)
 
 
 def _convert_block(block: Mapping[str, Any], rev: Revision) -> dict[str, Any]:

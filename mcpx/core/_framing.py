@@ -8,9 +8,10 @@ in arbitrary pieces into lines:
   ``LineTooLong`` and its bytes are discarded as they arrive, up to and
   including the newline that ends it, so one oversized line never grows the
   buffer and never poisons the next line.
-* Linear: the newline search resumes where the previous one stopped, and
-  consumed bytes are dropped once per ``feed``, so the cost of feeding is
-  proportional to the bytes fed, however they are split.
+* Linear: only the bytes just fed are searched for a newline, and the bytes
+  held for an unfinished line are copied once more, when a newline ends it,
+  so the cost of feeding is proportional to the bytes fed, however they are
+  split.
 * ``feed(b"")`` is the end of input; a last line without its newline is still
   a line.
 
@@ -53,7 +54,6 @@ class LineReader:
             raise ValueError("max_line must be positive")
         self.max_line = max_line
         self._buf = bytearray()
-        self._scan = 0  # bytes of _buf already known to hold no newline
         self._discarding = False  # inside an overlong line, waiting for its newline
         self._ended = False
 
@@ -64,15 +64,18 @@ class LineReader:
 
     def feed(self, data: bytes) -> list[FrameEvent]:
         """Consume ``data`` (``b""`` = end of input) and return the events it completes."""
+        return [Line(e) if type(e) is bytes else e for e in self.feed_raw(data)]  # type: ignore[misc]
+
+    def feed_raw(self, data: bytes) -> list[bytes | LineTooLong | EndOfInput]:
+        """``feed``, with each complete line as its bytes rather than a ``Line`` (one object fewer per line)."""
         if self._ended:
             raise RuntimeError("feed() after end of input")
-        events: list[FrameEvent] = []
+        events: list[bytes | LineTooLong | EndOfInput] = []
         if not data:
             self._ended = True
             if self._buf and not self._discarding:
                 self._emit(bytes(self._buf), events)
             self._buf.clear()
-            self._scan = 0
             events.append(EndOfInput())
             return events
 
@@ -86,33 +89,39 @@ class LineReader:
                 return events
 
         buf = self._buf
-        buf += data
-        start = 0
-        while True:
-            nl = buf.find(b"\n", max(self._scan, start))
-            if nl < 0:
-                break
-            if nl - start > self.max_line:
-                events.append(LineTooLong(self.max_line))
+        if b"\n" in data:
+            # Lines end here: split what is held and what came in one pass.
+            # Each byte is copied at most once more, when its line completes.
+            if buf:
+                buf += data
+                whole = bytes(buf)
+                buf.clear()
             else:
-                self._emit(bytes(buf[start:nl]), events)
-            start = nl + 1
-            self._scan = start
-        if start:
-            del buf[:start]
-        self._scan = len(buf)
+                whole = data if type(data) is bytes else bytes(data)
+            *lines, rest = whole.split(b"\n")
+            limit = self.max_line
+            for raw in lines:
+                if len(raw) > limit:
+                    events.append(LineTooLong(limit))
+                    continue
+                line = raw[:-1] if raw[-1:] == b"\r" else raw
+                if line and not line.isspace():  # isspace: the bytes strip() would remove, all of them
+                    events.append(line)
+            if rest:
+                buf += rest
+        else:
+            buf += data
         if len(buf) > self.max_line:
             # The line in progress is already too long: report it once and drop
             # its bytes as they arrive until its newline.
             events.append(LineTooLong(self.max_line))
             buf.clear()
-            self._scan = 0
             self._discarding = True
         return events
 
     @staticmethod
-    def _emit(line: bytes, events: list[FrameEvent]) -> None:
+    def _emit(line: bytes, events: list[bytes | LineTooLong | EndOfInput]) -> None:
         if line.endswith(b"\r"):
             line = line[:-1]
         if line.strip():
-            events.append(Line(line))
+            events.append(line)

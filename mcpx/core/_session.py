@@ -49,7 +49,6 @@ and ``handle_timer``, plus the application's ``respond``/``respond_error``/
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -64,12 +63,13 @@ from ._actions import (
     CancelRequest,
     Close,
     EndStream,
-    HandleRequest,
     PeerReplied,
-    RequestContext,
     Send,
     SuspendStream,
     Trace,
+    build_handle_request,
+    build_request_context,
+    build_send,
 )
 from ._downgrade import Ages, downgrade, downgrade_error, envelope
 from ._errors import (
@@ -82,6 +82,7 @@ from ._errors import (
     LocalProtocolError,
     RemoteProtocolError,
 )
+from ._jsonrpc import _EMPTY as _NO_META  # what Request.meta is without a _meta object
 from ._jsonrpc import (
     ErrorResponse,
     InvalidMessage,
@@ -105,6 +106,7 @@ from ._revisions import (
     META_RELATED_TASK,
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
+    METHODS,
     MODERN_REVISIONS,
     OLDEST,
     REVISIONS,
@@ -126,6 +128,11 @@ class ConnectionState(enum.Enum):
     CLOSING = "closing"  # end of input; answering what is in flight
     CLOSED = "closed"
 
+    # Members are singletons compared by identity: hash them by identity too,
+    # in C (Enum's own __hash__ is a Python function, run on every lookup in
+    # _TRANSITIONS).
+    __hash__ = object.__hash__
+
 
 class _Input(enum.Enum):
     INITIALIZE = "initialize"
@@ -137,6 +144,8 @@ class _Input(enum.Enum):
     END_OF_INPUT = "end of input"
     TERMINATE = "terminate"
     DRAINED = "drained"
+
+    __hash__ = object.__hash__  # as ConnectionState's
 
 
 _NEW, _INIT, _READY, _CLOSING, _CLOSED = (
@@ -178,6 +187,14 @@ _TRANSITIONS: Final[dict[tuple[ConnectionState, _Input], tuple[str, ConnectionSt
 """Connection-level transitions.  Requests are judged one by one in ``_serve``;
 what is missing here (input after end of input, a second end) is illegal."""
 
+_SERVING: Final = frozenset(
+    state
+    for (state, event), (effect, new_state) in _TRANSITIONS.items()
+    if event is _Input.REQUEST and effect == "_serve" and new_state is state
+)
+"""The states in which a request is served and the state stays as it is (``_receive_plain``)."""
+_UNSEEN: Final[Any] = object()
+
 # Methods the session answers itself; everything else legal goes to the application.
 _CORE_METHODS: Final = frozenset(
     {
@@ -212,6 +229,13 @@ _NEEDS_CAPABILITY: Final[dict[str, tuple[str, ...]]] = {
 }
 
 _LIST_CHANGED_KINDS: Final = {"tools", "prompts", "resources"}
+_MODERN: Final = frozenset(MODERN_REVISIONS)
+_RESULT_SHAPES: Final[dict[str, str]] = {
+    rule.method: rule.result or "EmptyResult"
+    for rule in METHODS
+    if rule.sender is Sender.CLIENT and not rule.notification
+}
+"""The shape of each client request's result (``downgrade`` cuts it); ``EmptyResult`` for any other."""
 _LEVEL_RANK: Final = {level: i for i, level in enumerate(LOG_LEVELS)}
 
 
@@ -271,28 +295,70 @@ class _Batch:
     sent: bool = False
 
 
-@dataclass(slots=True)
 class _InFlight:
-    token: int
-    id: RequestId
-    method: str
-    revision: Revision  # the peer's revision for this request
-    shape_revision: Revision  # the revision whose shapes the result takes
-    modern: bool
-    stream: int
-    dispatched: bool
-    progress_token: str | int | None = None
-    last_progress: float | None = None
-    log_level: str | None = None
-    batch: _Batch | None = None
-    listen: _Listen | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)  # the request's, for a question's binding
-    capabilities: Mapping[str, Any] = field(default_factory=dict)  # what this request's client declared
-    held: dict[str, Any] = field(default_factory=dict)  # 2026-07-28 answers sent ahead of the questions
-    round: int = 0  # rounds of input_required this call has had
-    task: Task | None = None  # the task this call runs as (its request was answered already)
-    task_support: str | None = None  # 2026-07-28: the call may become a task ("optional"/"required")
-    core_task_ttl: int | None = None  # 2025-11-25: the call asked to run as a task (ttl, 0 = default)
+    """One request received and not yet answered (a plain slotted record: one is built per request)."""
+
+    __slots__ = (
+        "batch",
+        "capabilities",
+        "core_task_ttl",
+        "dispatched",
+        "held",
+        "id",
+        "last_progress",
+        "listen",
+        "log_level",
+        "method",
+        "modern",
+        "params",
+        "progress_token",
+        "revision",
+        "round",
+        "shape_revision",
+        "stream",
+        "task",
+        "task_support",
+        "token",
+    )
+
+    def __init__(
+        self,
+        token: int,
+        id: RequestId,
+        method: str,
+        revision: Revision,
+        shape_revision: Revision,
+        modern: bool,
+        stream: int,
+        dispatched: bool,
+        progress_token: str | int | None,
+        log_level: str | None,
+        batch: _Batch | None,
+        params: Mapping[str, Any],
+        capabilities: Mapping[str, Any],
+    ) -> None:
+        self.token = token
+        self.id = id
+        self.method = method
+        self.revision = revision  # the peer's revision for this request
+        self.shape_revision = shape_revision  # the revision whose shapes the result takes
+        self.modern = modern
+        self.stream = stream
+        self.dispatched = dispatched
+        self.progress_token = progress_token
+        self.last_progress: float | None = None
+        self.log_level = log_level
+        self.batch = batch
+        self.listen: _Listen | None = None
+        self.params = params  # the request's, for a question's binding
+        self.capabilities = capabilities  # what this request's client declared
+        self.held: dict[str, Any] = {}  # 2026-07-28 answers sent ahead of the questions
+        self.round = 0  # rounds of input_required this call has had
+        self.task: Task | None = None  # the task this call runs as (its request was answered already)
+        self.task_support: str | None = None  # 2026-07-28: the call may become a task ("optional"/"required")
+        self.core_task_ttl: int | None = (
+            None  # 2025-11-25: the call asked to run as a task (ttl, 0 = default)
+        )
 
 
 @dataclass(slots=True)
@@ -307,13 +373,24 @@ class _Ask:
     deferred: list[Question] = field(default_factory=list)  # a task's, until tasks/result opens a stream
 
 
-@dataclass(frozen=True, slots=True)
 class _Judgement:
-    revision: Revision
-    modern: bool
-    capabilities: Mapping[str, Any]
-    client_info: Mapping[str, Any] | None
-    log_level: str | None
+    """The revision a request is judged under and what its client declared (never changed once built)."""
+
+    __slots__ = ("capabilities", "client_info", "log_level", "modern", "revision")
+
+    def __init__(
+        self,
+        revision: Revision,
+        modern: bool,
+        capabilities: Mapping[str, Any],
+        client_info: Mapping[str, Any] | None,
+        log_level: str | None,
+    ) -> None:
+        self.revision = revision
+        self.modern = modern
+        self.capabilities = capabilities
+        self.client_info = client_info
+        self.log_level = log_level
 
 
 class ServerSession:
@@ -384,6 +461,13 @@ class ServerSession:
         self._modern = tuple(r for r in MODERN_REVISIONS if r in config.revisions)
         self._caps = _LazyByRevision(self._cut_capabilities)
         self._server_info = _LazyByRevision(lambda rev: downgrade(config.server_info, "Implementation", rev))
+        # The quick way for plain requests (_receive_plain); a traced session
+        # records every judgement, so it always goes the general way.
+        self._plain_ok = not config.trace
+        self._plain_routes = _LazyByRevision(lambda rev: {})
+        self._modern_by_name: dict[str, Revision] = {str(r): r for r in self._modern}
+        self._strict = {rev: config.policy.strict(rev) for rev in REVISIONS}
+        self._gated = tasks is not None and config.task_support is not None  # whether _task_gate can refuse
 
     # ------------------------------------------------------------------
     # Introspection
@@ -493,8 +577,11 @@ class ServerSession:
         """
         if now is not None:
             self.advance(now)
-        with self._input(stream, revision):
+        outer = self._enter_input(stream, revision)
+        try:
             self._receive(message, None)
+        finally:
+            self._input_stream, self._input_revision = outer
 
     def receive_json(
         self,
@@ -507,6 +594,14 @@ class ServerSession:
         """One decoded JSON value: a message or (2025-03-26) a batch."""
         if now is not None:
             self.advance(now)
+        if (
+            type(obj) is dict
+            and stream is None
+            and revision is None
+            and self._plain_ok
+            and self._receive_plain(obj)
+        ):
+            return
         if isinstance(obj, list):
             self.receive_batch(obj, stream=stream, revision=revision)
             return
@@ -522,19 +617,25 @@ class ServerSession:
     ) -> None:
         """A frame that could not be read: answer it and carry on."""
         self._check_open()
-        with self._input(stream, revision):
+        outer = self._enter_input(stream, revision)
+        try:
             request_id = error.request_id if isinstance(error, InvalidMessage) else None
             self._send_error(
                 request_id, error.code, error.message, error.data, self._peer_revision(), self._input_stream
             )
+        finally:
+            self._input_stream, self._input_revision = outer
 
     def receive_batch(
         self, items: list[Any], *, stream: int | None = None, revision: Revision | None = None
     ) -> None:
         """A JSON-RPC batch: defined by 2025-03-26 only (digest §5)."""
         self._check_open()
-        with self._input(stream, revision):
+        outer = self._enter_input(stream, revision)
+        try:
             self._batch(items)
+        finally:
+            self._input_stream, self._input_revision = outer
 
     def _batch(self, items: list[Any]) -> None:
         rev = self._peer_revision()
@@ -629,7 +730,24 @@ class ServerSession:
 
     def respond(self, token: int, result: Mapping[str, Any]) -> None:
         """Answer request ``token`` with ``result`` (newest shape; it is never edited)."""
-        self._drop_asks(token)
+        if self._asks:
+            self._drop_asks(token)
+        rec = self._inflight.get(token)
+        if rec is not None and rec.task is None and rec.task_support != "required":
+            # An ordinary answer: what _settles_task, _take and _reply decide for it, without the detours.
+            if self._promotions:
+                self._promotions.pop(token, None)
+            self._forget(rec)
+            reply = {"jsonrpc": "2.0", "id": rec.id, "result": self._shape_result(rec, result)}
+            if rec.batch is None:
+                self._actions.append(
+                    build_send(orjson.dumps(reply, option=self._dump_option), rec.stream, True, None)
+                )
+                if self._state is _CLOSING:
+                    self._maybe_drained()
+            else:
+                self._reply(rec, reply)
+            return
         if self._settles_task(token, result=result):
             return
         rec = self._take(token)
@@ -1443,31 +1561,31 @@ class ServerSession:
             return
         try:
             judged = self._judge(req)
-            rule_since = self._check_method(req, judged)
+            rule_since = self._check_method(req.method, req.id, judged)
         except RemoteProtocolError as exc:
             self._error_in(
                 batch, req.id, exc.code, exc.message, exc.data, self._attempted_revision(req), stream
             )
             return
         meta = req.meta
+        params = req.params or {}
         progress_token = meta.get("progressToken")
         rec = _InFlight(
-            token=token,
-            id=req.id,
-            method=req.method,
-            revision=judged.revision,
-            shape_revision=max(judged.revision, rule_since),
-            modern=judged.modern,
-            stream=stream,
-            dispatched=req.method not in _CORE_METHODS,
-            progress_token=progress_token if is_request_id(progress_token) else None,
-            log_level=judged.log_level,
-            batch=batch,
-            params=req.params or {},
-            capabilities=judged.capabilities,
+            token,
+            req.id,
+            req.method,
+            judged.revision,
+            max(judged.revision, rule_since),
+            judged.modern,
+            stream,
+            req.method not in _CORE_METHODS,
+            progress_token if is_request_id(progress_token) else None,
+            judged.log_level,
+            batch,
+            params,
+            judged.capabilities,
         )
         if judged.modern and req.method in MRTR_METHODS and self._rounds is not None:
-            params = req.params or {}
             if "requestState" in params:
                 self._resume(rec, req, params)
                 return
@@ -1485,32 +1603,164 @@ class ServerSession:
                     )
                     return
                 rec.held = dict(held)  # answers sent ahead of the questions: kept for them
-        if req.method == "tools/call" and not self._task_gate(rec, req.params or {}):
+        if not self._admit(rec):
             return
+        if rec.dispatched:
+            context = build_request_context(
+                token,
+                req.id,
+                req.method,
+                judged.revision,
+                judged.capabilities,
+                judged.client_info,
+                judged.log_level if judged.modern else self._log_level,
+                rec.progress_token,
+                meta,
+                self._identity,
+            )
+            self._actions.append(build_handle_request(token, req.method, params, context))
+        else:
+            self._core_request(rec, req, judged)
+
+    def _admit(self, rec: _InFlight) -> bool:
+        """Put ``rec`` in flight; ``False`` when its ``tools/call`` was refused (the error is queued).
+
+        A ``tools/call`` passes the task gate first; a 2025-11-25 call that asked
+        to run as a task is answered with its task here, before the tool runs.
+        """
+        if rec.method == "tools/call" and self._gated and not self._task_gate(rec, rec.params):
+            return False
+        token = rec.token
         self._inflight[token] = rec
-        self._by_peer_id[req.id] = token
+        self._by_peer_id[rec.id] = token
         if rec.task_support is not None:
             self._promotions[token] = self._now + self.config.task_after
         if rec.core_task_ttl is not None:
             self._start_task(rec)  # 2025-11-25: {task} goes back before the tool runs
-        if rec.dispatched:
-            context = RequestContext(
-                token=token,
-                request_id=req.id,
-                method=req.method,
-                revision=judged.revision,
-                client_capabilities=judged.capabilities,
-                client_info=judged.client_info,
-                log_level=judged.log_level if judged.modern else self._log_level,
-                progress_token=rec.progress_token,
-                meta=meta,
-                identity=self._identity,
-            )
-            self._actions.append(
-                HandleRequest(token=token, method=req.method, params=req.params or {}, context=context)
-            )
+        return True
+
+    # -- the plain request, the quick way --------------------------------
+    #
+    # Nearly every message a busy connection carries is one request for an
+    # application method, its envelope exactly {jsonrpc, id, method, params},
+    # on a connection that is open and (legacy) negotiated.  _receive_plain
+    # serves that case without building a Request, walking the transition
+    # table or judging the method afresh: what _check_method decides depends
+    # only on (method, revision) for a method the session does not answer
+    # itself, so it is remembered per revision.  Every check comes before the
+    # first change: anything else returns False untouched and takes the
+    # general way (receive_message -> _receive -> _transition -> _serve),
+    # which produces the same actions for the same input.  tests/unit/
+    # test_plain_path.py holds the two ways to that.
+
+    def _receive_plain(self, obj: dict[str, Any]) -> bool:
+        """Serve ``obj`` if it is a plain request (see above); ``False``, nothing done, otherwise."""
+        if (
+            len(obj) != 4
+            or self._state not in _SERVING
+            or self._input_stream is not None
+            or self._input_revision is not None
+        ):
+            return False
+        request_id = obj.get("id")
+        method = obj.get("method")
+        params = obj.get("params")
+        if (
+            obj.get("jsonrpc") != "2.0"
+            or type(params) is not dict
+            or type(method) is not str
+            or (type(request_id) is not int and type(request_id) is not str)
+            or request_id in self._by_peer_id
+        ):
+            return False
+        found = params.get("_meta")
+        meta: Mapping[str, Any]
+        progress_token: str | int | None = None
+        if isinstance(found, dict):
+            meta = found
+            progress = found.get("progressToken")
+            if type(progress) is str or type(progress) is int:  # is_request_id
+                progress_token = progress
         else:
-            self._core_request(rec, req, judged)
+            meta = _NO_META
+        caps: Mapping[str, Any]
+        client_info: Mapping[str, Any] | None
+        if found is not None and (META_PROTOCOL_VERSION in meta or META_CLIENT_CAPABILITIES in meta):
+            version = meta.get(META_PROTOCOL_VERSION)
+            declared = meta.get(META_CLIENT_CAPABILITIES)
+            if not isinstance(version, str) or not isinstance(declared, dict):
+                return False
+            caps = declared
+            rev = self._modern_by_name.get(version)
+            level = meta.get(META_LOG_LEVEL)
+            if rev is None or (level is not None and not (isinstance(level, str) and level in _LEVEL_RANK)):
+                return False
+            if (
+                self._rounds is not None
+                and method in MRTR_METHODS
+                and ("requestState" in params or "inputResponses" in params)
+            ):
+                return False
+            info = meta.get(META_CLIENT_INFO)
+            modern = True
+            client_info = info if isinstance(info, dict) else None
+            context_level = level
+        else:
+            rev = self._negotiated or OLDEST
+            caps = self._client_capabilities
+            modern = False
+            client_info = self._client_info
+            level = None
+            context_level = self._log_level
+        routes = self._plain_routes[rev]
+        shape_revision = routes.get(method, _UNSEEN)
+        if shape_revision is _UNSEEN:
+            shape_revision = routes[method] = self._plain_route(method, rev, modern)
+        if shape_revision is None:
+            return False
+        token = next(self._tokens)
+        rec = _InFlight(
+            token,
+            request_id,
+            method,
+            rev,
+            shape_revision,
+            modern,
+            token,
+            True,
+            progress_token,
+            level,
+            None,
+            params,
+            caps,
+        )
+        if not self._admit(rec):
+            return True
+        context = build_request_context(
+            token,
+            request_id,
+            method,
+            rev,
+            caps,
+            client_info,
+            context_level,
+            progress_token,
+            meta,
+            self._identity,
+        )
+        self._actions.append(build_handle_request(token, method, params, context))
+        return True
+
+    def _plain_route(self, method: str, rev: Revision, modern: bool) -> Revision | None:
+        """The revision whose shapes answer ``method`` at ``rev``, if its requests may go the quick way."""
+        if method in _CORE_METHODS or method == "initialize" or method in EXTENSION_METHODS[TASKS_EXTENSION]:
+            return None
+        judged = _Judgement(rev, modern, {}, None, None)
+        try:
+            since = self._check_method(method, None, judged)
+        except RemoteProtocolError:
+            return None  # refused: the general way answers it (and traces it)
+        return max(rev, since)
 
     def _notification(self, note: Notification) -> None:
         if note.method == "notifications/cancelled":
@@ -1628,10 +1878,13 @@ class ServerSession:
             log_level=level if isinstance(level, str) else None,
         )
 
-    def _check_method(self, req: Request, judged: _Judgement) -> Revision:
-        """Raise the error a request for this method earns; return its defining revision."""
+    def _check_method(self, method: str, request_id: RequestId | None, judged: _Judgement) -> Revision:
+        """Raise the error a request for ``method`` earns; return its defining revision.
+
+        For a method the session does not answer itself the outcome depends only
+        on ``method`` and ``judged.revision`` (``_plain_route`` relies on it).
+        """
         rev = judged.revision
-        method = req.method
         rule = method_rule(method, sender=Sender.CLIENT)
         ext_methods = EXTENSION_METHODS[TASKS_EXTENSION]
         if judged.modern and method in ext_methods and not method.startswith("notifications/"):
@@ -1640,7 +1893,7 @@ class ServerSession:
         if rule is None:
             raise RemoteProtocolError(f"Method not found: {method}", code=METHOD_NOT_FOUND, http_status=404)
         if rule.removed_for(rev):
-            self._trace("removed-method", request_id=req.id, method=method, revision=str(rev))
+            self._trace("removed-method", request_id=request_id, method=method, revision=str(rev))
             instead = f"; use {rule.replacement}" if rule.replacement else ""
             raise RemoteProtocolError(
                 f"Method not found: {method} was removed in MCP {rule.removed_in}{instead}",
@@ -1863,14 +2116,16 @@ class ServerSession:
         """The stream the transport named for this input, else a fresh token."""
         return self._input_stream if self._input_stream is not None else self._take_token()
 
-    @contextlib.contextmanager
-    def _input(self, stream: int | None, revision: Revision | None) -> Iterator[None]:
+    def _enter_input(
+        self, stream: int | None, revision: Revision | None
+    ) -> tuple[int | None, Revision | None]:
+        """Name the transport's stream and revision for this input; returns what to restore after it.
+
+        (A try/finally at each input rather than a context manager: this runs for every message.)
+        """
         outer = (self._input_stream, self._input_revision)
         self._input_stream, self._input_revision = stream, revision
-        try:
-            yield
-        finally:
-            self._input_stream, self._input_revision = outer
+        return outer
 
     def _take(self, token: int) -> _InFlight | None:
         """The request to answer, or ``None`` when it was cancelled (the answer is dropped)."""
@@ -1905,17 +2160,20 @@ class ServerSession:
 
     def _forget(self, rec: _InFlight) -> None:
         self._inflight.pop(rec.token, None)
-        self._task_listens.discard(rec.token)
+        if self._task_listens:
+            self._task_listens.discard(rec.token)
         if self._by_peer_id.get(rec.id) == rec.token:
             del self._by_peer_id[rec.id]
 
     def _shape_result(self, rec: _InFlight, result: Mapping[str, Any]) -> Mapping[str, Any]:
-        rule = method_rule(rec.method, sender=Sender.CLIENT)
-        shape = rule.result if rule is not None and rule.result else "EmptyResult"
+        method = rec.method
         rev = rec.shape_revision
-        if rev.is_modern:
-            result = envelope(result, rec.method, self._server_info[rev], self.config.ages)
-        return downgrade(result, shape, rev, strict=self.config.policy.strict(rev))  # type: ignore[no-any-return]
+        if rev in _MODERN:
+            result = envelope(result, method, self._server_info[rev], self.config.ages)
+        shaped: Mapping[str, Any] = downgrade(
+            result, _RESULT_SHAPES.get(method, "EmptyResult"), rev, strict=self._strict[rev]
+        )
+        return shaped
 
     def _reply(self, rec: _InFlight, obj: dict[str, Any], error_code: int | None = None) -> None:
         if rec.batch is not None:
@@ -1943,12 +2201,7 @@ class ServerSession:
         self, obj: dict[str, Any], stream: int | None, final: bool, error_code: int | None = None
     ) -> None:
         self._actions.append(
-            Send(
-                payload=orjson.dumps(obj, option=self._dump_option),
-                stream=stream,
-                final=final,
-                error_code=error_code,
-            )
+            build_send(orjson.dumps(obj, option=self._dump_option), stream, final, error_code)
         )
 
     def _notify(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ._actions import Action
 from ._errors import PARSE_ERROR, LocalProtocolError, RemoteProtocolError
-from ._framing import DEFAULT_MAX_LINE, EndOfInput, Line, LineReader, LineTooLong
+from ._framing import DEFAULT_MAX_LINE, EndOfInput, LineReader, LineTooLong
 from ._jsonrpc import decode
 from ._rounds import RoundTable
 from ._session import ServerConfig, ServerSession
@@ -47,14 +47,15 @@ class StdioServerConnection:
             raise LocalProtocolError("receive_data() after end of input")
         session = self.session
         session.advance(now)
-        for event in self._reader.feed(data):
-            if isinstance(event, Line):
+        receive_json = session.receive_json
+        for event in self._reader.feed_raw(data):
+            if type(event) is bytes:  # a line
                 try:
-                    obj = decode(event.data)
+                    obj = decode(event)
                 except RemoteProtocolError as exc:
                     session.receive_invalid(exc)
                     continue
-                session.receive_json(obj)
+                receive_json(obj)
             elif isinstance(event, LineTooLong):
                 session.receive_invalid(
                     RemoteProtocolError(

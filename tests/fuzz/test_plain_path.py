@@ -1,0 +1,168 @@
+"""The session's quick way for plain requests answers exactly as its general way does.
+
+``ServerSession._receive_plain`` serves the common request (envelope exactly
+``{jsonrpc, id, method, params}``, an application method, an open connection)
+without building a ``Request`` or walking the transition table, and
+``respond`` answers an ordinary request without ``_settles_task``/``_take``.
+Two sessions with the same configuration and stores are fed the same inputs —
+peer messages of every kind and shape, a handshake, answers and errors from
+the application, end of input — one with the quick way and one without
+(``_plain_ok = False``); after every step both must have queued the same
+actions (bytes, tokens, contexts) and stand in the same state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcpx.core import HandleRequest, LocalProtocolError, RoundTable, ServerSession, TaskStore
+
+from ._examples import tick
+from ._mcp import (
+    CC,
+    DISPATCHED_METHODS,
+    GOOD_META,
+    LEGACY_META,
+    LEGACY_STRINGS,
+    MODERN,
+    PV,
+    initialize,
+    make_config,
+    near_valid_messages,
+    notification,
+    request,
+    request_params,
+    to_line,
+)
+
+RESULTS: list[dict[str, Any]] = [
+    {"content": [{"type": "text", "text": "x"}]},
+    {"content": [{"type": "text", "text": "x", "_meta": {"io.modelcontextprotocol/related-task": {}}}]},
+    {"content": [{"type": "audio", "data": "AA==", "mimeType": "audio/wav"}], "isError": False},
+    {"content": [{"type": "resource_link", "uri": "file:///a", "name": "a"}]},
+    {"content": [], "structuredContent": {"a": 1}},
+    {"content": [{"type": "text", "text": "x"}], "structuredContent": [1]},
+    {"tools": [{"name": "t", "inputSchema": {"type": "object"}, "outputSchema": {"type": "array"}}]},
+    {"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "z"}}},
+    {},
+]
+
+
+def _task_support(name: str) -> str | None:
+    return {"t": "optional", "r": "required", "f": "forbidden"}.get(name)
+
+
+def _pair(with_stores: bool) -> tuple[ServerSession, ServerSession]:
+    def one() -> ServerSession:
+        if not with_stores:
+            return ServerSession(make_config(), newline=True)
+        return ServerSession(
+            make_config(task_support=_task_support),
+            newline=True,
+            rounds=RoundTable(key=b"k" * 32, instance="i"),
+            tasks=TaskStore(key=b"k" * 32, instance="i"),
+        )
+
+    quick, general = one(), one()
+    general._plain_ok = False
+    assert quick._plain_ok
+    return quick, general
+
+
+@st.composite
+def plain_requests(draw: st.DrawFn) -> dict[str, Any]:
+    """Requests shaped for the quick way (and a few that only look it)."""
+    method = draw(
+        st.sampled_from(
+            [*DISPATCHED_METHODS, "ping", "logging/setLevel", "initialize", "tasks/get", "foo/bar"]
+        )
+    )
+    kind = draw(st.sampled_from(["good", "legacy", "none", "bad"]))
+    params = draw(request_params(method, kind)) or {}
+    if method == "tools/call" and draw(st.booleans()):
+        params = {**params, "name": draw(st.sampled_from(["t", "r", "f", "unknown"])), "arguments": {}}
+        if draw(st.booleans()):
+            params["task"] = draw(st.sampled_from([{}, {"ttl": 5}, 1]))
+    return request(draw(st.integers(min_value=0, max_value=6) | st.just("s")), method, params)
+
+
+_STEP = st.one_of(
+    st.tuples(st.just("peer"), plain_requests()),
+    st.tuples(st.just("peer"), plain_requests()),
+    st.tuples(st.just("peer"), near_valid_messages()),
+    st.tuples(st.just("initialize"), st.sampled_from([*LEGACY_STRINGS, MODERN, "1999-01-01"])),
+    st.tuples(st.just("initialized"), st.none()),
+    st.tuples(st.just("cancel"), st.integers(min_value=0, max_value=6)),
+    st.tuples(st.just("respond"), st.tuples(st.integers(min_value=0, max_value=9), st.sampled_from(RESULTS))),
+    st.tuples(
+        st.just("error"), st.tuples(st.integers(min_value=0, max_value=9), st.sampled_from([-32002, 5]))
+    ),
+    st.tuples(st.just("eof"), st.none()),
+)
+
+
+def _apply(session: ServerSession, step: str, arg: Any, tokens: list[int], now: float) -> str:
+    try:
+        if step == "peer":
+            session.receive_json(arg, now=now)
+        elif step == "initialize":
+            session.receive_json(orjson.loads(to_line(initialize(100, arg))), now=now)
+        elif step == "initialized":
+            session.receive_json(notification("notifications/initialized"), now=now)
+        elif step == "cancel":
+            session.receive_json(notification("notifications/cancelled", {"requestId": arg}), now=now)
+        elif step in ("respond", "error"):
+            index, answer = arg
+            if not tokens:
+                return "no token"
+            token = tokens[index % len(tokens)]
+            if step == "respond":
+                session.respond(token, answer)
+            else:
+                session.respond_error(token, answer, "failed", {"uri": "file:///a"})
+        elif step == "eof":
+            session.receive_eof(now)
+    except LocalProtocolError as exc:
+        return f"refused: {exc}"
+    return "ok"
+
+
+@pytest.mark.parametrize("with_stores", [False, True])
+@given(steps=st.lists(_STEP, max_size=25))
+def test_the_quick_way_queues_what_the_general_way_does(with_stores: bool, steps: list[Any]) -> None:
+    tick()
+    quick, general = _pair(with_stores)
+    tokens: list[int] = []
+    for n, (step, drawn) in enumerate(steps):
+        now = float(n)
+        arg = drawn
+        if step == "peer":
+            try:  # what a peer can deliver: through the wire and orjson, as stdio reads it
+                arg = orjson.loads(to_line(drawn))
+            except orjson.JSONDecodeError:
+                continue
+        outcome = _apply(quick, step, arg, tokens, now)
+        assert _apply(general, step, arg, tokens, now) == outcome, (step, arg)
+        got, want = quick.next_actions(), general.next_actions()
+        assert got == want, (step, arg)
+        assert quick.state is general.state
+        tokens.extend(a.token for a in got if isinstance(a, HandleRequest))
+
+
+def test_a_plain_request_takes_the_quick_way() -> None:
+    """The property above compares something: these requests do go the quick way."""
+    quick, _ = _pair(True)
+    assert quick._receive_plain(request(1, "tools/call", {"name": "f", "arguments": {}})) is True
+    assert (
+        quick._receive_plain(request(2, "tools/list", {"_meta": {PV: MODERN, CC: {}, "progressToken": 3}}))
+        is True
+    )
+    assert quick._receive_plain(request(3, "tools/list", {"_meta": LEGACY_META[1]})) is True
+    assert quick._receive_plain(request(4, "tools/list", {"_meta": GOOD_META[-1]})) is True
+    assert quick._receive_plain(request(5, "ping", {})) is False  # the session answers ping itself
+    assert quick._receive_plain(request(1, "tools/list", {})) is False  # id 1 is in flight
