@@ -32,7 +32,7 @@ import inspect
 import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, overload
 
 import fastjsonschema
@@ -51,6 +51,7 @@ from ..core import (
     ServerConfig,
     SpecPolicy,
 )
+from ..core._actions import draft_of
 from ..core._revisions import LOG_LEVELS, REVISIONS, TASKS_EXTENSION
 from ._content import to_call_result
 from ._schema import context_parameter, schema_for_signature
@@ -328,6 +329,42 @@ class Call:
 
 Invocation = Outcome | Call
 
+# Per-call objects built the way the core builds its per-message actions
+# (mcpx.core._actions: a draft with the same slots, then its class): the same
+# frozen dataclasses, without a Python-level object.__setattr__ per field.
+_new = object.__new__
+_CALL_DRAFT = draft_of(Call)
+_OUTCOME_DRAFT = draft_of(Outcome)
+
+
+def _outcome(result: Mapping[str, Any]) -> Outcome:
+    """``Outcome(result=result)``."""
+    outcome: Any = _new(_OUTCOME_DRAFT)
+    outcome.result = result
+    outcome.error = None
+    outcome.__class__ = Outcome
+    return outcome  # type: ignore[no-any-return]
+
+
+def _call(
+    fn: Callable[..., Any],
+    kwargs: dict[str, Any],
+    is_async: bool,
+    context_param: str | None,
+    finish: Callable[[Any], Outcome],
+    fail: Callable[[BaseException], Outcome],
+) -> Call:
+    """``Call(fn=..., kwargs=..., ...)`` with every field given."""
+    call: Any = _new(_CALL_DRAFT)
+    call.fn = fn
+    call.kwargs = kwargs
+    call.is_async = is_async
+    call.context_param = context_param
+    call.finish = finish
+    call.fail = fail
+    call.__class__ = Call
+    return call  # type: ignore[no-any-return]
+
 
 class RequestCancelled(Exception):
     """The request this handler serves was cancelled while it waited for an answer."""
@@ -363,6 +400,16 @@ class _Tool:
     validate: bool
     validator: Callable[[Any], Any] | None = None
     validator_ready: bool = False
+    finish: Callable[[Any], Outcome] = field(init=False)
+    """What every call of this tool turns its return value into (built once: it depends on the tool only)."""
+
+    def __post_init__(self) -> None:
+        structured = self.structured
+
+        def finish(value: Any) -> Outcome:
+            return _outcome(to_call_result(value, structured=structured))
+
+        self.finish = finish
 
     def check(self, arguments: Mapping[str, Any]) -> str | None:
         """Why ``arguments`` fail the input schema, or ``None``."""
@@ -837,27 +884,7 @@ class Server:
             if context.revision >= Revision.V2025_11_25:
                 return Outcome(result={"content": [{"type": "text", "text": message}], "isError": True})
             raise McpError(INVALID_PARAMS, message)
-        structured = tool.structured
-
-        def finish(value: Any) -> Outcome:
-            return Outcome(result=to_call_result(value, structured=structured))
-
-        def fail(exc: BaseException) -> Outcome:
-            if isinstance(exc, McpError):
-                return Outcome.failure(exc.code, exc.message, exc.data)
-            # ToolError or anything else the tool raised: the model reads it.
-            return Outcome(
-                result={"content": [{"type": "text", "text": _describe_exception(exc)}], "isError": True}
-            )
-
-        return Call(
-            fn=tool.fn,
-            kwargs=dict(arguments),
-            is_async=tool.is_async,
-            context_param=tool.context_param,
-            finish=finish,
-            fail=fail,
-        )
+        return _call(tool.fn, dict(arguments), tool.is_async, tool.context_param, tool.finish, _tool_failure)
 
     def _list_prompts(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
         return self._page([p.definition for p in self._prompts.values()], params, "prompts")
@@ -985,6 +1012,14 @@ def _named(params: Mapping[str, Any], registry: Mapping[str, _E], kind: str, met
             f"Unknown {kind}: no {kind} named {name!r}; {kind}s/list shows the {kind}s on offer",
         )
     return entry
+
+
+def _tool_failure(exc: BaseException) -> Outcome:
+    """What a tool's exception answers: ``McpError`` its JSON-RPC error, anything else an ``isError`` result."""
+    if isinstance(exc, McpError):
+        return Outcome.failure(exc.code, exc.message, exc.data)
+    # ToolError or anything else the tool raised: the model reads it.
+    return Outcome(result={"content": [{"type": "text", "text": _describe_exception(exc)}], "isError": True})
 
 
 def _internal_failure(exc: BaseException) -> Outcome:
