@@ -5,8 +5,10 @@ drain actions → perform them → re-arm the timer.  Performing an action is:
 
 * ``Send`` / ``SendBytes`` — queue the bytes for the connection's writer
   task, which writes them in the order the core produced them;
-* ``HandleRequest`` — start a task under its own cancel scope that asks the
-  ``Server`` how to answer, awaits an async handler on the loop or runs a sync
+* ``HandleRequest`` — ask the ``Server`` how to answer; an ``Outcome``, or an
+  async handler that cannot suspend (its code holds no ``await``), is
+  answered at once, without a task; anything else runs in a task under its
+  own cancel scope that awaits the async handler on the loop or runs a sync
   one in a worker thread, and reports the outcome to the core;
 * ``CancelRequest`` — cancel that scope (a sync handler sees ``ctx.cancelled``);
 * ``Close`` / ``CloseConnection`` — flush the writer and close.
@@ -18,11 +20,15 @@ from threads); ``serve_connection`` runs it over one stdio connection and
 
 from __future__ import annotations
 
+import contextvars
+import dis
 import functools
+import inspect
 import itertools
 import math
 import threading
 import time
+import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -116,10 +122,30 @@ class _Runner:
         raise NotImplementedError
 
     def flush(self) -> None:
-        """Drain the core's actions and carry them out (never awaits)."""
-        for action in self.machine.next_actions():
+        """Drain the core's actions and carry them out (never awaits).
+
+        Requests start once the rest of their batch is carried out (as a task
+        would); what answering them at once queues is drained in turn.
+        """
+        actions = self.machine.next_actions()
+        while actions:
+            requests = self._perform_all(actions)
+            if not requests:
+                break
+            for request in requests:
+                self.start_request(request)
+            actions = self.machine.next_actions()
+        timer = self.machine.get_timer()
+        if timer != self.timer:
+            self.timer = timer
+            self.timer_changed.set()
+
+    def _perform_all(self, actions: Sequence[object]) -> list[HandleRequest]:
+        """Carry out everything but the requests; returns those, in order."""
+        requests: list[HandleRequest] = []
+        for action in actions:
             if isinstance(action, HandleRequest):
-                self.tg.start_soon(self.run_request, action)
+                requests.append(action)
             elif isinstance(action, Answered):
                 self.waiters.answered(action)
             elif isinstance(action, CancelRequest):
@@ -136,10 +162,7 @@ class _Runner:
                     trace_to_stderr(action)
             else:
                 self.perform(action)
-        timer = self.machine.get_timer()
-        if timer != self.timer:
-            self.timer = timer
-            self.timer_changed.set()
+        return requests
 
     def clock_in(self) -> None:
         """Hook: tell the core the time before an application call."""
@@ -206,12 +229,49 @@ class _Runner:
             self.machine.handle_timer(time.time())
             self.flush()
 
-    async def run_request(self, action: HandleRequest) -> None:
+    def start_request(self, action: HandleRequest) -> None:
+        """Answer ``action`` now if nothing in it can wait; otherwise start its task.
+
+        Routing never waits, and neither does an async handler whose code holds
+        no ``await`` (``_never_suspends``): it runs to its end in one step, so
+        running it here, in a copy of the context a task would have, answers
+        the same thing without the cost of a task and a cancel scope.  A request
+        cancelled before it started goes to its task, which drops it as ever.
+        Call ``flush`` afterwards: the answer is queued in the core.
+        """
         token = action.token
         try:
             invocation = self.server.route(action.method, action.params, action.context)
         except Exception as exc:  # a bug in routing must not take the connection down
             invocation = Outcome.failure(INTERNAL_ERROR, f"Internal error: {exc}")
+        if token not in self.cancelled:
+            if isinstance(invocation, Outcome):
+                self.clock_in()
+                apply_outcome(self.core, token, invocation)
+                return
+            if invocation.is_async and _never_suspends(invocation.fn):
+                self._answer_now(action, invocation)
+                return
+        self.tg.start_soon(self.run_request, action, invocation)
+
+    def _answer_now(self, action: HandleRequest, call: Call) -> None:
+        watch = self.watch
+        request_id = action.context.request_id
+        if watch is not None:
+            watch.started(request_id)
+        try:
+            ctx = None
+            if call.context_param is not None:
+                ctx = Context(action.context, PostingSink(self.post, self.core, self))
+            outcome = _run_to_end(call, call.kwargs if ctx is None else call_kwargs(call, ctx))
+            self.clock_in()
+            apply_outcome(self.core, action.token, outcome)
+        finally:
+            if watch is not None:
+                self.request_ended(watch, request_id)
+
+    async def run_request(self, action: HandleRequest, invocation: Call | Outcome) -> None:
+        token = action.token
         if isinstance(invocation, Outcome):
             self.finish(token, invocation)
             return
@@ -272,6 +332,47 @@ class _Runner:
         self.clock_in()
         apply_outcome(self.core, token, outcome)
         self.flush()
+
+
+# Opcodes through which a coroutine can give control back to its event loop.
+_SUSPENDING_OPS: frozenset[str] = frozenset(
+    {"GET_AWAITABLE", "BEFORE_ASYNC_WITH", "GET_AITER", "GET_ANEXT", "END_ASYNC_FOR", "SEND", "YIELD_VALUE"}
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_never_suspends(code: types.CodeType) -> bool:
+    if not code.co_flags & inspect.CO_COROUTINE:
+        return False
+    return not any(op.opname in _SUSPENDING_OPS for op in dis.get_instructions(code))
+
+
+def _never_suspends(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is an ``async def`` whose body never awaits: its coroutine ends at the first step."""
+    if type(fn) is types.MethodType:
+        fn = fn.__func__
+    if type(fn) is not types.FunctionType:
+        return False  # a partial, a callable object: nothing to read
+    return _code_never_suspends(fn.__code__)
+
+
+def _run_to_end(call: Call, kwargs: dict[str, Any]) -> Outcome:
+    """Run an async handler that never suspends, as ``_Runner.invoke`` would await it."""
+    try:
+        coro = call.fn(**kwargs)
+        try:
+            contextvars.copy_context().run(coro.send, None)  # what a new task would run it in
+        except StopIteration as stop:
+            value = stop.value
+        else:  # pragma: no cover - _never_suspends read the code: it has no await to stop at
+            coro.close()
+            raise RuntimeError(f"{call.fn!r} suspended although its code holds no await")
+    except Exception as exc:
+        return call.fail(exc)
+    try:
+        return call.finish(value)
+    except Exception as exc:
+        return call.fail(exc)
 
 
 # --------------------------------------------------------------------------
