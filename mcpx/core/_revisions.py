@@ -67,6 +67,10 @@ class Era(enum.Enum):
     LEGACY = "legacy"
     MODERN = "modern"
 
+    # Members are singletons compared by identity; hash them so, in C (Enum's
+    # own __hash__ is a Python function).
+    __hash__ = object.__hash__
+
 
 class Revision(enum.StrEnum):
     """A released MCP revision.  Compares by release order, not by spelling."""
@@ -166,6 +170,8 @@ def _span(since: Revision, removed_in: Revision | None, rev: Revision) -> bool:
 class Sender(enum.Enum):
     CLIENT = "client"
     SERVER = "server"
+
+    __hash__ = object.__hash__  # as Era's: _METHOD_INDEX is keyed by it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
