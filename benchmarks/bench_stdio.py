@@ -25,7 +25,9 @@ noise on the machine hits both sides alike.  The calls/s figure per server
 is the median over its blocks; the ratio is mcpx/SDK of those medians
 (> 1 means mcpx is faster).  Every response is checked: right id, a result,
 the echoed text.  Server CPU time per call (user + system, all threads, from
-``/proc/<pid>/stat``) is recorded as well where ``/proc`` exists.
+``/proc/<pid>/stat``) is recorded as well where ``/proc`` exists, and so is
+every call's latency (request written → its response read, as this client
+sees it), reported as p50 and p99 over all of a server's blocks.
 
 Results are printed as a table and written as JSON to ``benchmarks/results/``.
 """
@@ -93,6 +95,7 @@ class Peer:
         self.next_id = 1
         self.response_bytes = 0
         self.sample: Any = None
+        self.latencies: list[float] = []  # seconds, one per timed call (see take_latencies)
 
     # -- the wire ------------------------------------------------------------
 
@@ -170,13 +173,22 @@ class Peer:
         self.next_id += count
         return first
 
+    def take_latencies(self) -> list[float]:
+        taken, self.latencies = self.latencies, []
+        return taken
+
     def run_seq(self, calls: int) -> None:
         first = self.take_ids(calls)
+        clock = time.perf_counter
+        latencies = self.latencies
         for request_id in range(first, first + calls):
-            self.write(call_line(request_id))
+            line = call_line(request_id)
+            sent = clock()
+            self.write(line)
             got = self.responses()
             while not got:
                 got = self.responses()
+            latencies.append(clock() - sent)
             if len(got) != 1:
                 raise ServerError(f"{self.name}: {len(got)} responses to one request")
             self.check(got[0], request_id)
@@ -185,23 +197,34 @@ class Peer:
         first = self.take_ids(calls)
         end = first + calls
         sent = min(depth, calls)
-        outstanding = set(range(first, first + sent))
-        self.write(b"".join(call_line(i) for i in range(first, first + sent)))
+        clock = time.perf_counter
+        latencies = self.latencies
+        first_batch = b"".join(call_line(i) for i in range(first, first + sent))
+        now = clock()
+        outstanding = dict.fromkeys(range(first, first + sent), now)  # id -> when it was written
+        self.write(first_batch)
         next_id = first + sent
         while outstanding:
             batch = []
-            for msg in self.responses():
+            ids = []
+            got = self.responses()
+            now = clock()
+            for msg in got:
                 request_id = msg.get("id")
                 if request_id not in outstanding:
                     raise ServerError(f"{self.name}: answer to an unknown request: {msg}")
-                outstanding.remove(request_id)
+                latencies.append(now - outstanding.pop(request_id))
                 self.check(msg, request_id)
                 if next_id < end:
                     batch.append(call_line(next_id))
-                    outstanding.add(next_id)
+                    ids.append(next_id)
                     next_id += 1
             if batch:
-                self.write(b"".join(batch))
+                data = b"".join(batch)
+                now = clock()
+                for request_id in ids:
+                    outstanding[request_id] = now
+                self.write(data)
 
     # -- bookkeeping --------------------------------------------------------
 
@@ -232,13 +255,28 @@ class Peer:
 
 
 def timed_block(peer: Peer, run: Callable[[], None], calls: int) -> dict[str, Any]:
+    peer.take_latencies()  # only this block's calls
     cpu0 = peer.cpu_seconds()
     start = time.perf_counter()
     run()
     elapsed = time.perf_counter() - start
     cpu1 = peer.cpu_seconds()
     cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
-    return {"calls": calls, "seconds": elapsed, "calls_per_s": calls / elapsed, "server_cpu_s": cpu}
+    latencies = peer.take_latencies()
+    return {
+        "calls": calls,
+        "seconds": elapsed,
+        "calls_per_s": calls / elapsed,
+        "server_cpu_s": cpu,
+        "latency_us": percentiles(latencies),
+        "_latencies": latencies,  # dropped by summarise, which pools them
+    }
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    """p50, p90 and p99 of ``latencies`` (seconds) in µs."""
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {"p50": 1e6 * cuts[49], "p90": 1e6 * cuts[89], "p99": 1e6 * cuts[98]}
 
 
 def summarise(blocks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -246,11 +284,15 @@ def summarise(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     calls = sum(b["calls"] for b in blocks)
     cpus = [b["server_cpu_s"] for b in blocks]
     cpu_us = None if any(c is None for c in cpus) else 1e6 * sum(cpus) / calls
+    pooled = [x for b in blocks for x in b.pop("_latencies")]
+    latency = percentiles(pooled)
     return {
         "median_calls_per_s": statistics.median(rates),
         "min_calls_per_s": min(rates),
         "max_calls_per_s": max(rates),
         "server_cpu_us_per_call": cpu_us,
+        "latency_us": latency,  # over every timed call of every block
+        "p99_over_p50": latency["p99"] / latency["p50"],
         "blocks": blocks,
     }
 
@@ -300,7 +342,7 @@ def bench_driver(loop: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 
 HEADER = (
     f"{'driver':<9} {'mode':<8} {'mcpx calls/s':>12} {'SDK calls/s':>12} {'mcpx/SDK':>9}"
-    f" {'mcpx µs CPU':>12} {'SDK µs CPU':>11}"
+    f" {'mcpx µs CPU':>12} {'SDK µs CPU':>11} {'mcpx p50/p99 µs':>16} {'p99/p50':>8} {'SDK p50/p99 µs':>15}"
 )
 
 
@@ -311,10 +353,15 @@ def print_row(row: dict[str, Any], *, flush: bool = False) -> None:
         value = row[side]["server_cpu_us_per_call"]
         return "n/a" if value is None else f"{value:.0f}"
 
+    def latency(side: str) -> str:
+        lat = row[side]["latency_us"]
+        return f"{lat['p50']:,.0f}/{lat['p99']:,.0f}"
+
     print(
         f"{row['driver']:<9} {mode:<8} {row['mcpx']['median_calls_per_s']:>12,.0f}"
         f" {row['sdk']['median_calls_per_s']:>12,.0f} {row['ratio']:>9.2f}"
-        f" {cpu('mcpx'):>12} {cpu('sdk'):>11}",
+        f" {cpu('mcpx'):>12} {cpu('sdk'):>11} {latency('mcpx'):>16}"
+        f" {row['mcpx']['p99_over_p50']:>8.2f} {latency('sdk'):>15}",
         flush=flush,
     )
 
@@ -352,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
     print("calls/s: median over the blocks; mcpx/SDK > 1 means mcpx is faster;")
     print("µs CPU: server process CPU time (user+system, all threads) per call.")
+    print("p50/p99: latency of a call (written -> its response read) over every block, in µs.")
     sizes = rows[0]["response_bytes"]
     print(f"response size: mcpx {sizes['mcpx']} bytes, SDK {sizes['sdk']} bytes; took {total:.0f}s")
     if not args.no_json:
