@@ -67,7 +67,8 @@ R26: Final = Revision.V2026_07_28
 @dataclass(frozen=True, slots=True)
 class _Plan:
     drop: frozenset[str]  # fields this revision does not define
-    walk: tuple[tuple[str, FieldRule], ...]  # fields whose contents may need work
+    # Fields whose contents may need work; for a _meta field, the reserved keys it loses.
+    walk: tuple[tuple[str, FieldRule, frozenset[str] | None], ...]
     untouched: bool  # nothing in this shape or below can change at this revision
     # Every field whose presence can make a difference (drop, walk and the
     # special rules' fields): an object holding none of them comes back as it is.
@@ -112,11 +113,11 @@ def _build_plans() -> dict[tuple[str, Revision], _Plan]:
         for rev in REVISIONS:
             drop = frozenset(k for k, rule in fields.items() if not rule.defined_in(rev))
             walk = tuple(
-                (k, rule)
+                (k, rule, None if rule.meta is None else _meta_keys_dropped(rule.meta, rev))
                 for k, rule in fields.items()
                 if rule.defined_in(rev) and not untouched_field(rule, rev, {name})
             )
-            touch = drop | {k for k, _ in walk} | _SPECIAL.get(name, frozenset())
+            touch = drop | {k for k, _, _ in walk} | _SPECIAL.get(name, frozenset())
             plans[(name, rev)] = _Plan(drop=drop, walk=walk, untouched=not drop and not walk, touch=touch)
     return plans
 
@@ -130,12 +131,8 @@ _SPECIAL: Final[dict[str, frozenset[str]]] = {
 
 
 _PLANS: Final = _build_plans()
-_META_DROPS: Final = {
-    (where, rev): _meta_keys_dropped(where, rev)
-    for where in ("request", "result", "notification", "object")
-    for rev in REVISIONS
-}
 _UNIONS: Final = dict(UNION_SHAPES)
+_CACHEABLE: Final = dict(CACHEABLE)  # a dict's get, not a mapping proxy's: envelope runs per result
 # (union, revision) -> {tag: the variant's shape, or None when the revision
 # lacks the variant and the block must be converted}.
 _VARIANTS: Final[dict[tuple[str, Revision], dict[str, str | None]]] = {
@@ -167,25 +164,32 @@ def downgrade(value: Mapping[str, Any], shape: str, revision: Revision, *, stric
     """
     if shape in _UNIONS:
         return _union(value, shape, revision, strict)
-    if (shape, revision) not in _PLANS:
+    plan = _PLANS.get((shape, revision))
+    if plan is None:
         return value
-    return _object(value, shape, revision, strict)
+    return _object(value, shape, revision, strict, plan)
 
 
-def _object(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
+def _object(value: Any, shape: str, rev: Revision, strict: bool, plan: _Plan | None = None) -> Any:
     if not isinstance(value, dict):
         return value
-    plan = _PLANS[(shape, rev)]
+    if plan is None:
+        plan = _PLANS[(shape, rev)]
     if plan.touch.isdisjoint(value):
         return value  # nothing here is dropped, walked or rewritten: the common case, one set operation
     out: dict[str, Any] | None = None
     if strict and not plan.drop.isdisjoint(value):
         out = {k: v for k, v in value.items() if k not in plan.drop}
-    for key, rule in plan.walk:
+    for key, rule, meta_drop in plan.walk:
         if key not in value:
             continue
         old = value[key]
-        new = _field(old, rule, rev, strict)
+        if meta_drop is not None:  # a _meta object, in line (_meta): every result carries one at 2026-07-28
+            if not strict or not isinstance(old, dict) or meta_drop.isdisjoint(old):
+                continue
+            new = {k: v for k, v in old.items() if k not in meta_drop}
+        else:
+            new = _field(old, rule, rev, strict)
         if new is not old:
             if out is None:
                 out = dict(value)
@@ -200,8 +204,7 @@ def _object(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
 
 
 def _field(value: Any, rule: FieldRule, rev: Revision, strict: bool) -> Any:
-    if rule.meta is not None:
-        return _meta(value, rule.meta, rev) if strict else value
+    # (A _meta field never comes here: _object drops its reserved keys in line.)
     if rule.shape is not None:
         return _dispatch(value, rule.shape, rev, strict)
     if rule.items is not None:
@@ -234,15 +237,6 @@ def _dispatch(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
     if shape in _UNIONS:
         return _union(value, shape, rev, strict)
     return _object(value, shape, rev, strict)
-
-
-def _meta(value: Any, where: str, rev: Revision) -> Any:
-    if not isinstance(value, dict):
-        return value
-    drop = _META_DROPS[(where, rev)]
-    if not drop or drop.isdisjoint(value):
-        return value
-    return {k: v for k, v in value.items() if k not in drop}
 
 
 def _union(value: Any, shape: str, rev: Revision, strict: bool) -> Any:
@@ -345,10 +339,13 @@ def envelope(
     out = dict(result)
     result_type = out.setdefault("resultType", "complete")
     meta = out.get("_meta")
-    meta = dict(meta) if isinstance(meta, dict) else {}
-    meta.setdefault(META_SERVER_INFO, server_info)
+    if isinstance(meta, dict):
+        meta = dict(meta)
+        meta.setdefault(META_SERVER_INFO, server_info)
+    else:
+        meta = {META_SERVER_INFO: server_info}
     out["_meta"] = meta
-    cache = CACHEABLE.get(method)
+    cache = _CACHEABLE.get(method)
     if cache is not None and result_type == "complete":
         out.setdefault("ttlMs", ages.list_ms if cache.age == "list" else ages.read_ms)
         out.setdefault("cacheScope", cache.scope)

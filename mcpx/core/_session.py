@@ -551,7 +551,8 @@ class ServerSession:
 
     def advance(self, now: float) -> None:
         """Tell the session the time (wall clock) before calls that take none."""
-        self._now = max(self._now, now)
+        if now > self._now:  # never backwards
+            self._now = now
 
     # ------------------------------------------------------------------
     # Inputs from the peer
@@ -733,20 +734,30 @@ class ServerSession:
         if self._asks:
             self._drop_asks(token)
         rec = self._inflight.get(token)
-        if rec is not None and rec.task is None and rec.task_support != "required":
-            # An ordinary answer: what _settles_task, _take and _reply decide for it, without the detours.
+        if rec is not None and rec.task is None and rec.task_support != "required" and rec.batch is None:
+            # An ordinary answer: what _settles_task, _take (_forget), _shape_result and _reply
+            # do for it, in line (this runs for nearly every answer).
             if self._promotions:
                 self._promotions.pop(token, None)
-            self._forget(rec)
-            reply = {"jsonrpc": "2.0", "id": rec.id, "result": self._shape_result(rec, result)}
-            if rec.batch is None:
-                self._actions.append(
-                    build_send(orjson.dumps(reply, option=self._dump_option), rec.stream, True, None)
-                )
-                if self._state is _CLOSING:
-                    self._maybe_drained()
-            else:
-                self._reply(rec, reply)
+            del self._inflight[token]
+            if self._task_listens:
+                self._task_listens.discard(token)
+            request_id = rec.id
+            if self._by_peer_id.get(request_id) == token:
+                del self._by_peer_id[request_id]
+            method = rec.method
+            rev = rec.shape_revision
+            if rev in _MODERN:
+                result = envelope(result, method, self._server_info[rev], self.config.ages)
+            shaped = downgrade(
+                result, _RESULT_SHAPES.get(method, "EmptyResult"), rev, strict=self._strict[rev]
+            )
+            reply = {"jsonrpc": "2.0", "id": request_id, "result": shaped}
+            self._actions.append(
+                build_send(orjson.dumps(reply, option=self._dump_option), rec.stream, True, None)
+            )
+            if self._state is _CLOSING:
+                self._maybe_drained()
             return
         if self._settles_task(token, result=result):
             return

@@ -48,6 +48,7 @@ class StdioServerConnection:
         session = self.session
         session.advance(now)
         receive_json = session.receive_json
+        plain = session._receive_plain if session._plain_ok else None  # receive_json's first try
         for event in self._reader.feed_raw(data):
             if type(event) is bytes:  # a line
                 try:
@@ -55,7 +56,8 @@ class StdioServerConnection:
                 except RemoteProtocolError as exc:
                     session.receive_invalid(exc)
                     continue
-                receive_json(obj)
+                if plain is None or type(obj) is not dict or not plain(obj):
+                    receive_json(obj)
             elif isinstance(event, LineTooLong):
                 session.receive_invalid(
                     RemoteProtocolError(

@@ -144,7 +144,7 @@ def to_call_result(value: Any, *, structured: bool) -> dict[str, Any]:
     if isinstance(value, ToolResult):
         return value.to_dict()
     if isinstance(value, str) and not structured:
-        return {"content": [text(value)]}
+        return {"content": [{"type": "text", "text": value}]}  # text(value), in line: the common return
     if _is_block(value) and not structured:
         return {"content": [dict(value)]}
     if (
