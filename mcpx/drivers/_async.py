@@ -384,9 +384,11 @@ class _StdioRunner(_Runner):
     def __init__(self, server: Server, conn: StdioServerConnection, tg: anyio.abc.TaskGroup, trace: bool):
         super().__init__(server, conn, conn.session, tg, trace)
         self.conn = conn
-        send, receive = anyio.create_memory_object_stream[bytes | None](math.inf)
-        self.outbox: MemoryObjectSendStream[bytes | None] = send
-        self.inbox: MemoryObjectReceiveStream[bytes | None] = receive
+        # Payloads for the write loop, in the core's order; None: close once they are out.  A
+        # list and an event rather than a memory stream: the write loop takes everything queued
+        # at once, and waking it costs one event per batch instead of a checkpoint per item.
+        self.queued: list[bytes | None] = []
+        self.wake: anyio.Event | None = None  # set by perform while the write loop waits
         self.unwritten: list[str | int] = []  # ended requests whose answers are queued, not yet written
 
     def clock_in(self) -> None:
@@ -397,9 +399,15 @@ class _StdioRunner(_Runner):
 
     def perform(self, action: object) -> None:
         if isinstance(action, Send):
-            self.outbox.send_nowait(action.payload)
+            self.queued.append(action.payload)
         elif isinstance(action, Close):
-            self.outbox.send_nowait(None)
+            self.queued.append(None)
+        else:
+            return
+        wake = self.wake
+        if wake is not None:
+            self.wake = None
+            wake.set()
 
     async def read_loop(self, reader: ByteReader) -> None:
         while True:
@@ -410,14 +418,16 @@ class _StdioRunner(_Runner):
                 return
 
     async def write_loop(self, writer: ByteWriter) -> None:
-        async for payload in self.inbox:
-            chunks = [payload]
-            while chunks[-1] is not None:
-                try:
-                    chunks.append(self.inbox.receive_nowait())
-                except anyio.WouldBlock:
-                    break
-            data = b"".join(c for c in chunks if c is not None)
+        while True:
+            if not self.queued:
+                wake = self.wake = anyio.Event()
+                await wake.wait()
+                continue
+            chunks, self.queued = self.queued, []
+            closing = None in chunks
+            if closing:
+                chunks = chunks[: chunks.index(None)]  # nothing queued after Close is written
+            data = b"".join(chunks)  # type: ignore[arg-type]  # no None left
             # Every id here had its answer queued before it was listed, so the answer is in
             # ``data`` or was written before it.
             written, self.unwritten = self.unwritten, []
@@ -431,7 +441,7 @@ class _StdioRunner(_Runner):
             if self.watch is not None:
                 for request_id in written:
                     self.watch.ended(request_id)
-            if chunks[-1] is None:
+            if closing:
                 await writer.aclose()
                 self.tg.cancel_scope.cancel()
                 return
