@@ -551,8 +551,7 @@ class ServerSession:
 
     def advance(self, now: float) -> None:
         """Tell the session the time (wall clock) before calls that take none."""
-        if now > self._now:  # never backwards
-            self._now = now
+        self._now = max(self._now, now)
 
     # ------------------------------------------------------------------
     # Inputs from the peer
