@@ -53,6 +53,7 @@ from ..core._gateway import (
 )
 from ..core._http_client import tool_header_params
 from ..core._revisions import TASKS_EXTENSION
+from ..core._router import relayed, upstream_params
 from ..server import Call, Context, Outcome, Server
 from ._hosts import HOST_PREFIX
 from ._upstreams import Upstreams
@@ -286,7 +287,7 @@ class GatewayServer(Server):
             decided = surface.route_resource(params, method)
         if isinstance(decided, Route):
             result = await self._forward(decided, ctx, key, as_task=isinstance(params.get("task"), Mapping))
-            return Outcome(result=_relayed(decided.finish(result)))
+            return Outcome(result=relayed(decided.finish(result)))
         if isinstance(decided, Answer):
             return Outcome(result=dict(decided.result))
         if isinstance(decided, OwnResource):
@@ -301,7 +302,7 @@ class GatewayServer(Server):
         request = self.upstreams.request(
             route.server,
             route.method,
-            _upstream_params(route.params),
+            upstream_params(route.params),
             host=ctx,
             scope_key=key,
             as_task=as_task,
@@ -618,51 +619,6 @@ def scope_key(context: RequestContext) -> tuple[str, bool]:
     if identity is not None and (not context.revision.is_modern or identity.startswith(HOST_PREFIX)):
         return identity, False  # a host on its own stdio is one connection in both eras
     return f"request:{next(_request_keys)}", True
-
-
-def _upstream_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """What goes upstream: the host's params, but not what was the host's own business with mcpx.
-
-    ``_meta`` keeps what the host means for whoever serves the call (trace
-    context, its own keys) and loses the protocol's (``progressToken`` and
-    ``io.modelcontextprotocol/*``: mcpx states its own on the upstream hop)
-    and mcpx's (``dev.mcpx/*``).  A 2025-11-25 host's ``task`` asks mcpx for a
-    task, which mcpx runs itself (``_forward``).
-    """
-    out = {k: v for k, v in params.items() if k not in ("_meta", "task")}
-    meta = params.get("_meta")
-    if isinstance(meta, Mapping):
-        kept = {k: v for k, v in meta.items() if not _hop_meta(str(k))}
-        if kept:
-            out["_meta"] = kept
-    return out
-
-
-def _hop_meta(key: str) -> bool:
-    """A ``_meta`` key that belongs to one hop (host → mcpx), not to the call."""
-    return key == "progressToken" or key.startswith(("io.modelcontextprotocol/", "dev.mcpx/"))
-
-
-_ENVELOPE_KEYS = frozenset({"resultType", "ttlMs", "cacheScope"})
-_ENVELOPE_META = "io.modelcontextprotocol/serverInfo"
-
-
-def _relayed(result: Mapping[str, Any]) -> dict[str, Any]:
-    """An upstream's result as mcpx answers with it: its content verbatim, its envelope not.
-
-    ``resultType``, the cache hints and ``_meta`` serverInfo describe the
-    upstream's answer to mcpx; mcpx's session states its own to the host, in
-    the host's revision.  Every other ``_meta`` key is carried.
-    """
-    out = {k: v for k, v in result.items() if k not in _ENVELOPE_KEYS}
-    meta = out.get("_meta")
-    if isinstance(meta, Mapping) and _ENVELOPE_META in meta:
-        rest = {k: v for k, v in meta.items() if k != _ENVELOPE_META}
-        if rest:
-            out["_meta"] = rest
-        else:
-            del out["_meta"]
-    return out
 
 
 def _outcome(value: Mapping[str, Any] | GatewayError) -> Outcome:
