@@ -107,14 +107,17 @@ def test_calls_list_nothing_upstream_and_ttl_zero_is_read_again_for_the_next_lis
 def test_a_list_change_is_read_once_in_the_background_and_reaches_the_host(daemon: CountingDaemon) -> None:
     async def main() -> None:
         async with connect_http(daemon.mcp, modern=True) as host:
+            changed = anyio.Event()
+            host.on_notification = lambda note: (
+                changed.set() if note.method == "notifications/tools/list_changed" else None
+            )
             await host.start_listening()
             await host.list_tools()
             before = await daemon.settled(at_least=1)
             result = await host.call_tool("grow", {"name": "grown"})
             assert result["content"][0]["text"] == "added grown"
             with anyio.fail_after(10):
-                while not any(n.method == "notifications/tools/list_changed" for n in host.notifications):
-                    await anyio.sleep(0.05)
+                await changed.wait()
             assert await daemon.settled(at_least=before + 1) == before + 1  # one refresh, off any call
             await echo(host, 10)
             assert daemon.listed() == before + 1

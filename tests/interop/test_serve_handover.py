@@ -17,6 +17,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,23 +126,32 @@ def _text(answer: dict[str, Any]) -> str:
 
 
 def _start_daemon(env: dict[str, str]) -> dict[str, Any]:
+    """``mcpx daemon`` started and listening: it has said where its ops API is (after writing daemon.json)."""
     state = Path(env["MCPX_STATE"])
-    log = open(state.parent / "daemon.log", "ab")  # noqa: SIM115 - the daemon keeps writing to it
     process = subprocess.Popen(
         [sys.executable, "-m", "mcpx", "daemon", *(["--config", env["CONFIG"]] if "CONFIG" in env else [])],
         env=env,
         stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         cwd=ROOT,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 30
-    while (info := daemon_info(state)) is None or info["pid"] != process.pid:
-        assert process.poll() is None and time.monotonic() < deadline, (
-            state.parent / "daemon.log"
-        ).read_text()
-        time.sleep(0.02)
+    listening = threading.Event()
+    said: list[bytes] = []
+
+    def drain() -> None:  # the daemon's stderr, kept and read to its end so that it never blocks
+        assert process.stderr is not None
+        for line in process.stderr:
+            said.append(line)
+            if b"ops API at" in line:
+                listening.set()
+        listening.set()  # it ended: the assertion below says why
+
+    threading.Thread(target=drain, daemon=True).start()
+    assert listening.wait(30), b"".join(said).decode(errors="replace")
+    info = daemon_info(state)
+    assert info is not None and info["pid"] == process.pid, b"".join(said).decode(errors="replace")
     return info
 
 

@@ -11,6 +11,7 @@ the surface lookup and routing the session's requests take.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -135,6 +136,22 @@ async def _until(check: Callable[[], bool]) -> None:
             await anyio.sleep(0.01)
 
 
+async def _settled(gateway: GatewayServer) -> None:
+    """Every background read has run to its end: no task has work left, and no read is in flight."""
+    with anyio.fail_after(5):
+        while True:
+            await anyio.wait_all_tasks_blocked()
+            if all(known.refreshing is None for known in gateway._known.values()):
+                return
+            await anyio.sleep(0.01)  # a read is in its fake's own delay
+
+
+def _no_refresh_due(gateway: GatewayServer, name: str) -> bool:
+    """Nothing will read ``name`` of mcpx's own accord: no ttlMs refresh is scheduled or waited for."""
+    known = gateway._known[name]
+    return known.refresh_at == math.inf and not known.timer
+
+
 def test_calls_are_routed_by_the_last_catalog_and_only_the_first_ones_wait_for_it() -> None:
     fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]})
     gateway = _gateway(fake)
@@ -256,12 +273,13 @@ def test_a_list_change_is_read_once_in_the_background_and_no_listing_uses_the_ol
         await _until(lambda: "added" in _offered(gateway))
         assert "added" in await _listed(gateway)
         assert fake.reads == {"a": 1, "b": 1} and fake.peeks == {"a": 1, "b": 0}
-        await anyio.sleep(0.1)
+        await _settled(gateway)
         assert fake.peeks == {"a": 1, "b": 0}  # one refresh per change
+        assert gateway._known["a"].refresh_at - time.monotonic() > 1  # the next: when ttlMs runs out
 
         fake.running = False  # the change is announced, and its instance goes before it is read
         fake.on_catalog_stale("a", 1, "tools")
-        await anyio.sleep(0.05)
+        await _settled(gateway)
         await _call(gateway, "alpha")
         assert fake.reads == {"a": 1, "b": 1}  # a call still routes by the catalog it has
         await _listed(gateway)
@@ -299,9 +317,9 @@ def test_a_positive_ttl_is_refreshed_in_the_background_while_an_instance_runs(
         await _until(lambda: gateway.last_surface is not None)
         await _until(lambda: fake.peeks["a"] >= 2)  # once the ttl ran out, and again after that one's
         fake.running = False  # reaped: nothing is started to refresh it
-        await anyio.sleep(0.2)
+        await _until(lambda: _no_refresh_due(gateway, "a"))  # the due refresh found no instance, and stopped
         peeks = dict(fake.peeks)
-        await anyio.sleep(0.2)
+        await _settled(gateway)
         assert fake.peeks == peeks
         await _call(gateway, "alpha")
         assert fake.reads == {"a": 1, "b": 1}
@@ -317,7 +335,8 @@ def test_ttl_zero_is_never_refreshed_in_the_background() -> None:
 
     async def body() -> None:
         await _until(lambda: gateway.last_surface is not None)
-        await anyio.sleep(0.3)
+        await _settled(gateway)
+        assert _no_refresh_due(gateway, "a") and _no_refresh_due(gateway, "b")
         assert fake.peeks == {"a": 0, "b": 0}
 
     _running(gateway, body)
