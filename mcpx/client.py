@@ -28,7 +28,7 @@ import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -64,6 +64,7 @@ __all__ = [
     "McpCallError",
     "Resolver",
     "RoundResolver",
+    "UpstreamLink",
     "connect_http",
     "connect_sse",
     "connect_stdio",
@@ -139,6 +140,24 @@ class McpCallError(Exception):
         super().__init__(f"{self.message} ({self.code})")
 
 
+class UpstreamLink(Protocol):
+    """Who drives a linked client's session instead of the client (the gateway's router, ``Client.link``).
+
+    The client still moves the bytes: what it reads goes to ``received``
+    (one decoded JSON value at a time) and the end of its input to ``lost``;
+    after using its session itself (a request of its own, a cancel, an
+    answer) it calls ``drain``.  Whatever the link decides to write comes
+    back through ``Client.send_soon``, and the outcomes of the client's own
+    requests through ``Client.take``.
+    """
+
+    def received(self, obj: Any) -> None: ...
+
+    def drain(self) -> None: ...
+
+    def lost(self, reason: str) -> None: ...
+
+
 class _Pending:
     __slots__ = ("event", "outcome")
 
@@ -194,6 +213,10 @@ class Client:
         self.expired = False
         self.renew: Callable[[], Awaitable[None]] | None = None
         self._renewing = anyio.Lock()
+        # Linked (``link``): the session is driven by the link; writes go through an outbox.
+        self._link: UpstreamLink | None = None
+        self._outbox: list[bytes] = []
+        self._outbox_wake: anyio.Event | None = None
 
     # -- what callers use ------------------------------------------------------------
 
@@ -543,10 +566,59 @@ class Client:
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         return await self.request("tools/call", {"name": name, "arguments": dict(arguments or {})})
 
+    # -- linked: the session driven from outside ---------------------------------------
+
+    @property
+    def linkable(self) -> bool:
+        """Whether ``link`` may be used: one byte stream, and a session that will not be replaced.
+
+        Streamable HTTP and HTTP+SSE write a request per stream and renew an
+        expired session: those clients drive their own session.
+        """
+        return self._send is None and self._abandon is None and self.renew is None
+
+    def link(self, link: UpstreamLink) -> None:
+        """Hand the session to ``link`` from now on (the handshake is done); see ``UpstreamLink``.
+
+        The client keeps reading and writing, and its own requests keep
+        working: their outcomes come back through ``take``.
+        """
+        if not self.linkable:
+            raise LocalProtocolError("only a client over one byte stream (stdio) can be linked")
+        if self._link is not None:
+            raise LocalProtocolError("this client is linked already")
+        self._link = link
+        self._tg.start_soon(self._write_outbox)
+        link.drain()
+
+    def send_soon(self, payload: bytes) -> None:
+        """Queue ``payload`` for the server (linked clients); written in order, without waiting."""
+        self._outbox.append(payload)
+        wake = self._outbox_wake
+        if wake is not None:
+            self._outbox_wake = None
+            wake.set()
+
+    def take(self, action: object) -> None:
+        """An outcome of one of the client's own requests, or a notification, from its link."""
+        self._event(action)
+
+    async def _write_outbox(self) -> None:
+        while True:
+            if not self._outbox:
+                wake = self._outbox_wake = anyio.Event()
+                await wake.wait()
+                continue
+            chunks, self._outbox = self._outbox, []
+            await self._write(b"".join(chunks))
+
     # -- the driver ---------------------------------------------------------------------
 
     async def _flush(self) -> None:
         """Carry out what the session queued (in order; one writer at a time)."""
+        if self._link is not None:
+            self._link.drain()
+            return
         async with self._lock:
             await self._flush_unlocked()
 
@@ -564,7 +636,15 @@ class Client:
                 await self._send(action)
             else:
                 await self._write(action.payload)
-        elif isinstance(action, Completed | Failed):
+        elif isinstance(action, AbandonStream):
+            if self._abandon is not None:
+                await self._abandon(action.handle)
+        else:
+            self._event(action)
+
+    def _event(self, action: object) -> None:
+        """Everything the session says but its writes: outcomes, questions, notifications, readiness."""
+        if isinstance(action, Completed | Failed):
             pending = self._pending.get(action.handle)
             if pending is not None:
                 pending.outcome = action
@@ -593,9 +673,6 @@ class Client:
         elif isinstance(action, Ready):
             self.ready_info = action
             self.ready.set()
-        elif isinstance(action, AbandonStream):
-            if self._abandon is not None:
-                await self._abandon(action.handle)
         elif isinstance(action, Trace):
             pass  # traces are for the CLI's --trace
         if isinstance(action, Failed) and action.handle not in self._pending and not self.ready.is_set():
@@ -724,14 +801,21 @@ class Client:
                             obj = orjson.loads(event.data)
                         except orjson.JSONDecodeError:
                             continue  # a server's junk line: nothing to answer it with
-                        self.session.receive_json(obj)
+                        if self._link is not None:
+                            self._link.received(obj)
+                        else:
+                            self.session.receive_json(obj)
                     elif isinstance(event, LineTooLong):
                         pass  # dropped; the call it belonged to times out or fails at EOF
-                await self._flush()
+                if self._link is None:
+                    await self._flush()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
         with anyio.move_on_after(0.5):  # a dying server's stderr usually says why: wait for it
             await self.stderr_done.wait()
+        if self._link is not None:
+            self._link.lost(self._gone())
+            return
         self.session.receive_eof()
         await self._flush()
 

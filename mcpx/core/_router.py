@@ -532,6 +532,15 @@ class Router:
         up.session.receive_json(obj)
         self._drain(upstream)
 
+    def drain(self, upstream: UpstreamKey) -> None:
+        """The caller used ``upstream``'s session itself (a request of its own, a cancel): translate what it queued.
+
+        Drain actions after this: its ``Send`` comes out as ``SendUpstream``,
+        in order with the router's own.
+        """
+        self._upstream(upstream)
+        self._drain(upstream)
+
     def upstream_lost(self, upstream: UpstreamKey, reason: str, now: float) -> None:
         """``upstream`` died: each call on it answers its host ``-32603`` with ``reason``; drain after this.
 

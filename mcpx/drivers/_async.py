@@ -7,10 +7,13 @@ drain actions → perform them → re-arm the timer.  Performing an action is:
   task, which writes them in the order the core produced them;
 * ``HandleRequest`` — ask the ``Server`` how to answer; an ``Outcome``, or an
   async handler that cannot suspend (its code holds no ``await``), is
-  answered at once, without a task; anything else runs in a task under its
-  own cancel scope that awaits the async handler on the loop or runs a sync
-  one in a worker thread, and reports the outcome to the core;
-* ``CancelRequest`` — cancel that scope (a sync handler sees ``ctx.cancelled``);
+  answered at once, without a task; a ``Deferred`` is started with a
+  ``Pending`` handle and answered whenever the server settles it, without a
+  task either; anything else runs in a task under its own cancel scope that
+  awaits the async handler on the loop or runs a sync one in a worker
+  thread, and reports the outcome to the core;
+* ``CancelRequest`` — cancel that scope (a sync handler sees ``ctx.cancelled``;
+  a deferred request is dropped and its ``Pending.on_cancel`` called);
 * ``Close`` / ``CloseConnection`` — flush the writer and close.
 
 ``_Runner`` is the part both transports share (requests, timers, posting
@@ -56,7 +59,7 @@ from ..core import (
     StdioServerConnection,
     Trace,
 )
-from ..server import Call, Context, Outcome, Server
+from ..server import Call, Context, Deferred, Outcome, Pending, Server
 from ._common import Core, PostingSink, Waiters, apply_outcome, call_kwargs, change_listener, trace_to_stderr
 
 __all__ = [
@@ -98,6 +101,9 @@ class _Machine(Protocol):
     def handle_timer(self, now: float) -> None: ...
 
 
+_connections = itertools.count(1)
+
+
 class _Runner:
     """Requests, cancellation, timers and cross-thread posts for one core on one anyio loop."""
 
@@ -116,6 +122,8 @@ class _Runner:
         self.token = anyio.lowlevel.current_token()
         self.waiters = Waiters()
         self.watch: RequestWatch | None = None
+        self.deferred: dict[int, Pending] = {}  # requests a Deferred answers later, by token
+        self.connection = next(_connections)
 
     def perform(self, action: object) -> None:
         """Carry out a transport action (bytes, closing); the subclass knows how."""
@@ -149,6 +157,9 @@ class _Runner:
             elif isinstance(action, Answered):
                 self.waiters.answered(action)
             elif isinstance(action, CancelRequest):
+                if action.token in self.deferred:
+                    self._drop_deferred(action.token)
+                    continue
                 self.cancelled.add(action.token)
                 self.waiters.cancelled(action.token)
                 scope = self.scopes.get(action.token)
@@ -244,15 +255,73 @@ class _Runner:
             invocation = self.server.route(action.method, action.params, action.context)
         except Exception as exc:  # a bug in routing must not take the connection down
             invocation = Outcome.failure(INTERNAL_ERROR, f"Internal error: {exc}")
+        if token in self.cancelled and isinstance(invocation, Deferred):
+            self.cancelled.discard(token)  # dropped before it started: nothing to start
+            self.core.discard(token)
+            return
         if token not in self.cancelled:
             if isinstance(invocation, Outcome):
                 self.clock_in()
                 apply_outcome(self.core, token, invocation)
                 return
+            if isinstance(invocation, Deferred):
+                self._defer(action, invocation)
+                return
             if invocation.is_async and _never_suspends(invocation.fn):
                 self._answer_now(action, invocation)
                 return
+        assert not isinstance(invocation, Deferred)
         self.tg.start_soon(self.run_request, action, invocation)
+
+    # -- deferred requests: started here, settled by the server when its answer comes ----------
+
+    def _defer(self, action: HandleRequest, deferred: Deferred) -> None:
+        token = action.token
+        ctx = Context(action.context, PostingSink(self.post, self.core, self))
+        pending = Pending(ctx, self.connection, functools.partial(self._settle, token))
+        self.deferred[token] = pending
+        self.contexts[token] = ctx
+        if self.watch is not None:
+            self.watch.started(action.context.request_id)
+        try:
+            deferred.start(pending)
+        except Exception as exc:  # a bug in the server must not take the connection down
+            self._settle(token, Outcome.failure(INTERNAL_ERROR, f"Internal error: {exc}"))
+
+    def _settle(self, token: int, outcome: Outcome) -> None:
+        """``Pending.settle``: answer the deferred request ``token`` (ignored once settled or dropped)."""
+
+        def settle() -> None:
+            pending = self.deferred.pop(token, None)
+            if pending is None:
+                return
+            self.contexts.pop(token, None)
+            apply_outcome(self.core, token, outcome)
+            if self.watch is not None:
+                self.request_ended(self.watch, pending.context.request_id)
+
+        self.post(settle)
+
+    def _drop_deferred(self, token: int) -> None:
+        """The peer cancelled deferred request ``token``: the core forgets it; the server is told."""
+        pending = self.deferred.pop(token)
+        self.contexts.pop(token, None)
+        pending.context._cancel()
+        self.waiters.cancelled(token)
+        self.core.discard(token)
+        if self.watch is not None:
+            self.watch.ended(pending.context.request_id)  # nothing will be written for it
+        if pending.on_cancel is not None:
+            pending.on_cancel()
+
+    def abandon_deferred(self) -> None:
+        """The connection is gone: every deferred request still open is cancelled for its server."""
+        while self.deferred:
+            token, pending = self.deferred.popitem()
+            self.contexts.pop(token, None)
+            pending.context._cancel()
+            if pending.on_cancel is not None:
+                pending.on_cancel()
 
     def _answer_now(self, action: HandleRequest, call: Call) -> None:
         watch = self.watch
@@ -461,18 +530,23 @@ async def serve_connection(
     ``watch`` is told of every request the application runs, when it starts
     and once it has been answered (the daemon mirrors them for its shim).
     """
-    async with anyio.create_task_group() as tg:
-        runner = _StdioRunner(server, conn, tg, trace)
-        runner.watch = watch
-        unsubscribe = server.add_listener(change_listener(runner.post, conn.session))
-        try:
-            tg.start_soon(runner.write_loop, writer)
-            tg.start_soon(runner.timer_loop)
-            await runner.read_loop(reader)
-            # End of input: the write loop ends the task group once the core
-            # has drained and said Close.
-        finally:
-            unsubscribe()
+    runner: _StdioRunner | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            runner = _StdioRunner(server, conn, tg, trace)
+            runner.watch = watch
+            unsubscribe = server.add_listener(change_listener(runner.post, conn.session))
+            try:
+                tg.start_soon(runner.write_loop, writer)
+                tg.start_soon(runner.timer_loop)
+                await runner.read_loop(reader)
+                # End of input: the write loop ends the task group once the core
+                # has drained and said Close.
+            finally:
+                unsubscribe()
+    finally:
+        if runner is not None:  # the connection is over: nothing still deferred can be answered
+            runner.abandon_deferred()
 
 
 # --------------------------------------------------------------------------
@@ -634,3 +708,4 @@ async def serve_http(
             await anyio.sleep_forever()
         finally:
             unsubscribe()
+            runner.abandon_deferred()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import itertools
 import os
 import queue
@@ -45,7 +46,7 @@ from ..core import (
     StdioServerConnection,
     Trace,
 )
-from ..server import Call, Context, Outcome, Server
+from ..server import Call, Context, Deferred, Outcome, Pending, Server
 from ._common import Core, PostingSink, Waiters, apply_outcome, call_kwargs, change_listener, trace_to_stderr
 
 __all__ = ["serve_blocking", "serve_http_blocking"]
@@ -59,6 +60,9 @@ class _Machine(Protocol):
     def get_timer(self) -> float | None: ...
 
     def handle_timer(self, now: float) -> None: ...
+
+
+_connections = itertools.count(1)
 
 
 class _BlockingRunner:
@@ -76,6 +80,8 @@ class _BlockingRunner:
         self.contexts: dict[int, Context] = {}
         self.cancelled: set[int] = set()
         self.waiters = Waiters()
+        self.deferred: dict[int, Pending] = {}  # requests a Deferred answers later, by token
+        self.connection = next(_connections)
 
     def perform(self, action: object, out: list[Any]) -> None:
         """Carry out a transport action; the subclass knows how."""
@@ -104,6 +110,9 @@ class _BlockingRunner:
                 elif isinstance(action, Answered):
                     self.waiters.answered(action)
                 elif isinstance(action, CancelRequest):
+                    if action.token in self.deferred:
+                        self._drop_deferred(action.token)
+                        continue
                     self.cancelled.add(action.token)
                     self.waiters.cancelled(action.token)
                     ctx = self.contexts.get(action.token)
@@ -189,6 +198,15 @@ class _BlockingRunner:
             return
         ctx = Context(action.context, PostingSink(self.post, self.core, self))
         self.contexts[token] = ctx
+        if isinstance(invocation, Deferred):
+            pending = self.deferred[token] = Pending(
+                ctx, self.connection, functools.partial(self._settle, token)
+            )
+            try:
+                invocation.start(pending)
+            except Exception as exc:  # a bug in the server must not take the connection down
+                self._settle(token, Outcome.failure(INTERNAL_ERROR, f"Internal error: {exc}"))
+            return
         if invocation.is_async:
             coroutine = self.run_async(token, invocation, ctx)
             self.futures[token] = asyncio.run_coroutine_threadsafe(coroutine, self._async_loop())
@@ -222,6 +240,34 @@ class _BlockingRunner:
             self.core.discard(token)
         elif outcome is not None:
             apply_outcome(self.core, token, outcome)
+
+    def _settle(self, token: int, outcome: Outcome) -> None:
+        """``Pending.settle``, from any thread: answer deferred request ``token`` once."""
+
+        def settle() -> None:
+            if self.deferred.pop(token, None) is not None:
+                self.finish(token, outcome)
+
+        self.post(settle)
+
+    def _drop_deferred(self, token: int) -> None:
+        """The peer cancelled deferred request ``token`` (under the lock): forgotten, its server told."""
+        pending = self.deferred.pop(token)
+        self.contexts.pop(token, None)
+        pending.context._cancel()
+        self.waiters.cancelled(token)
+        self.core.discard(token)
+        if pending.on_cancel is not None:
+            pending.on_cancel()
+
+    def abandon_deferred(self) -> None:
+        """The connection is gone (under the lock): every deferred request still open is cancelled."""
+        while self.deferred:
+            token, pending = self.deferred.popitem()
+            self.contexts.pop(token, None)
+            pending.context._cancel()
+            if pending.on_cancel is not None:
+                pending.on_cancel()
 
     def shutdown(self) -> None:
         if self.loop is not None:
@@ -301,6 +347,8 @@ def serve_blocking(
         driver.run(in_fd)
     finally:
         unsubscribe()
+        with driver.lock:
+            driver.abandon_deferred()
         driver.shutdown()
 
 
@@ -420,5 +468,6 @@ def serve_http_blocking(
         for sock in listeners:
             sock.close()
         with driver.lock:
+            driver.abandon_deferred()
             driver.wake.notify_all()
         driver.shutdown()

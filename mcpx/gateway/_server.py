@@ -54,7 +54,7 @@ from ..core._gateway import (
 from ..core._http_client import tool_header_params
 from ..core._revisions import TASKS_EXTENSION
 from ..core._router import relayed, upstream_params
-from ..server import Call, Context, Outcome, Server
+from ..server import Call, Context, Deferred, Invocation, Outcome, Pending, Server
 from ._hosts import HOST_PREFIX
 from ._upstreams import Upstreams
 
@@ -238,9 +238,12 @@ class GatewayServer(Server):
         self._current()
         return self._header_params.get(tool, {})
 
-    def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Call | Outcome:
+    def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Invocation:
         if method not in _LISTS and method not in _ROUTED and not (method in _PASSED and self.passthrough):
             return super().route(method, params, context)
+        now = self._route_now(method, params, context)
+        if now is not None:
+            return now
 
         async def serve(ctx: Context) -> Outcome:
             return await self._serve(method, params, context, ctx)
@@ -255,6 +258,68 @@ class GatewayServer(Server):
         )
 
     # -- answering -------------------------------------------------------------------------------
+
+    def _route_now(
+        self, method: str, params: Mapping[str, Any], context: RequestContext
+    ) -> Outcome | Deferred | None:
+        """A call decided without waiting, from the catalogs last read; ``None``: the awaited path serves it.
+
+        The usual call: the catalogs it is routed by are read, so the surface
+        decides at once; what it answers itself is an ``Outcome``, and what
+        it routes to a stdio upstream is a ``Deferred`` the router carries
+        (``Routes.forward``).  A listing, a catalog never read yet, a host's
+        call to run as an mcpx task, an HTTP upstream, or SSE polling take
+        the awaited path (mcpx/gateway/_routing.py says why).
+        """
+        if method in _LISTS or self.sse_poll_after > 0 or isinstance(params.get("task"), Mapping):
+            return None
+        if self.upstreams.routes is None:
+            return None
+        servers, listing = self._needs_catalogs(method, params)
+        if listing or not all(self._usable(self._known[name], None) for name in servers):
+            return None
+        decided = self._decide(self._current(), method, params, context.revision)
+        if not isinstance(decided, Route):
+            return self._settled(decided)
+        if not self.upstreams.routable(decided.server):
+            return None
+        key, per_request = scope_key(context)
+        return Deferred(functools.partial(self._start_routed, decided, key, per_request))
+
+    def _start_routed(self, route: Route, key: str, per_request: bool, pending: Pending) -> None:
+        routes = self.upstreams.routes
+        assert routes is not None
+        routes.forward(
+            pending,
+            server=route.server,
+            method=route.method,
+            params=route.params,
+            finish=route.finish,
+            scope_key=key,
+            per_request=per_request,
+        )
+
+    @staticmethod
+    def _decide(
+        surface: GatewaySurface, method: str, params: Mapping[str, Any], revision: Revision
+    ) -> Route | Answer | GatewayError | OwnResource:
+        """What the surface makes of a call: where it goes, or its answer."""
+        if method == "tools/call":
+            return surface.call_tool(params, revision=revision)
+        if method == "prompts/get":
+            return surface.get_prompt(params)
+        if method == "completion/complete":
+            return _completion_route(surface, params)
+        return surface.route_resource(params, method)
+
+    @staticmethod
+    def _settled(decided: Answer | GatewayError | OwnResource) -> Outcome:
+        """The answer to a call the surface answered itself."""
+        if isinstance(decided, Answer):
+            return Outcome(result=dict(decided.result))
+        if isinstance(decided, OwnResource):
+            return Outcome.failure(-32002, f"Resource not found: {decided.uri}", {"uri": decided.uri})
+        return _outcome(decided)
 
     async def _serve(
         self, method: str, params: Mapping[str, Any], context: RequestContext, ctx: Context
@@ -275,24 +340,11 @@ class GatewayServer(Server):
         if method in _LISTS:
             page: Page | GatewayError = getattr(surface, _LISTS[method])(params.get("cursor"))
             return _outcome(page.result() if isinstance(page, Page) else page)
-        if method == "tools/call":
-            decided: Route | Answer | GatewayError | OwnResource = surface.call_tool(
-                params, revision=revision
-            )
-        elif method == "prompts/get":
-            decided = surface.get_prompt(params)
-        elif method == "completion/complete":
-            decided = _completion_route(surface, params)
-        else:
-            decided = surface.route_resource(params, method)
+        decided = self._decide(surface, method, params, revision)
         if isinstance(decided, Route):
             result = await self._forward(decided, ctx, key, as_task=isinstance(params.get("task"), Mapping))
             return Outcome(result=relayed(decided.finish(result)))
-        if isinstance(decided, Answer):
-            return Outcome(result=dict(decided.result))
-        if isinstance(decided, OwnResource):
-            return Outcome.failure(-32002, f"Resource not found: {decided.uri}", {"uri": decided.uri})
-        return _outcome(decided)
+        return self._settled(decided)
 
     async def _forward(self, route: Route, ctx: Context, key: str, *, as_task: bool) -> Mapping[str, Any]:
         """The upstream's answer to ``route``; with ``sse_poll_after``, the host's stream closed meanwhile.

@@ -17,7 +17,7 @@ import contextlib
 import itertools
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,6 @@ from ..core import (
     ProbeConfig,
     ProbeDone,
     Progress,
-    Question,
     Revision,
     ServerNotification,
 )
@@ -56,8 +55,18 @@ from ..core._revisions import TASKS_EXTENSION
 from ..drivers._eracache import era_cache_path, load_era_cache, save_era_cache
 from ..drivers._probe_http import probe_http
 from ..drivers._probe_stdio import probe_stdio
-from ..server import Context, QuestionFailed, QuestionRefused
+from ..server import Context
+from ._calls import (
+    answered_by_mcpx,
+    ask_host,
+    ask_round,
+    follow_task,
+    needs_core_task,
+    run_core_task,
+    unattributed,
+)
 from ._events import EventBus
+from ._routing import Routes
 
 __all__ = ["Upstreams"]
 
@@ -70,9 +79,6 @@ UPSTREAM_CAPABILITIES: Mapping[str, Any] = {
 }
 """What mcpx declares to upstreams: it can put each kind of question to the host whose call asked,
 and follow a 2026-07-28 upstream's task to its end (a legacy session drops the extension)."""
-_POLL_MIN, _POLL_MAX = 0.05, 2.0  # seconds between tasks/get polls, whatever pollIntervalMs says
-OWN_ROOTS: Mapping[str, Any] = {"roots": []}
-"""mcpx's answer to ``roots/list`` for a host that declared no roots (seed §2.5 "Roots"; none are configured)."""
 _LIST_CHANGED: Mapping[str, str] = {
     "notifications/tools/list_changed": "tools",
     "notifications/prompts/list_changed": "prompts",
@@ -115,171 +121,6 @@ def _progress_to(host: Context) -> Callable[[Progress], None]:
         host.report_progress(report.progress, report.total, report.message)
 
     return relay
-
-
-def _request_of(key: str, item: Any) -> tuple[str, Mapping[str, Any]]:
-    """The method and params of one ``inputRequests`` entry; ``McpCallError`` for one that names no method."""
-    method = item.get("method") if isinstance(item, Mapping) else None
-    params = item.get("params") if isinstance(item, Mapping) else None
-    if not isinstance(method, str):
-        raise McpCallError({"code": -32602, "message": f"the server's question {key!r} names no method"})
-    return method, params if isinstance(params, Mapping) else {}
-
-
-def _unattributed(what: str) -> McpCallError:
-    return McpCallError(
-        {"code": -32603, "message": f"mcpx cannot tell which of its callers {what} is for; not asked"}
-    )
-
-
-def _answered_by_mcpx(host: Context, method: str) -> Mapping[str, Any] | None:
-    """What mcpx answers without asking: its own roots, for a host that declared none (seed §2.5 "Roots")."""
-    if method == "roots/list" and not isinstance(host.client_capabilities.get("roots"), Mapping):
-        return dict(OWN_ROOTS)
-    return None
-
-
-async def _ask_host(host: Context, questions: list[Question]) -> dict[str, Any]:
-    """``questions`` put to ``host`` at once: its answers by key, or ``McpCallError`` saying why not."""
-    try:
-        return await host.ask(*questions)
-    except QuestionRefused as exc:  # -32021 with its requiredCapabilities: the host's own refusal
-        raise McpCallError({"code": exc.code, "message": exc.message, "data": exc.data}) from None
-    except QuestionFailed as exc:
-        raise McpCallError(
-            {"code": -32603, "message": str(exc), "data": {"inputKey": exc.key, "error": exc.error}}
-        ) from None
-
-
-async def _ask_round(host: Context, requests: Mapping[str, Any]) -> dict[str, Any]:
-    """``host``'s answers to a 2026-07-28 upstream's ``inputRequests``, under the upstream's keys.
-
-    The round is the upstream's answer to one call, so the host sees it as
-    asked: every question at once, under the upstream's keys (seed §2.5,
-    first bullet).  ``McpCallError`` when it cannot be answered: the host's
-    refusal is relayed as that refusal (-32021 with its
-    ``requiredCapabilities``).
-    """
-    answers: dict[str, Any] = {}
-    questions: list[Question] = []
-    for key, item in requests.items():
-        method, params = _request_of(key, item)
-        own = _answered_by_mcpx(host, method)
-        if own is not None:
-            answers[key] = own
-            continue
-        try:
-            questions.append(host.question(method, params, key=key))
-        except ValueError as exc:
-            raise McpCallError(
-                {"code": -32602, "message": f"the server's question {key!r} cannot be asked: {exc}"}
-            ) from None
-    if questions:
-        answers.update(await _ask_host(host, questions))
-    return answers
-
-
-async def _follow_task(
-    client: Client,
-    created: Mapping[str, Any],
-    host: Context | None,
-    capabilities: Mapping[str, Any] | None,
-    ask: RoundResolver | None,
-) -> Mapping[str, Any]:
-    """A 2026-07-28 upstream answered with a task (tasks extension): its final result, or its error.
-
-    The upstream made the call a task, so mcpx makes the host's call one too
-    (``promote_to_task``; nothing happens for a host that cannot take one)
-    and polls ``tasks/get`` at the interval the upstream asked for.  A task
-    waiting in ``input_required`` has its new questions put to the host
-    whole, under the upstream's keys, and the answers go back with
-    ``tasks/update``.  ``completed`` is the call's result (an ``isError``
-    result included), ``failed`` its JSON-RPC error, ``cancelled`` an error
-    saying so.  When the caller gives up, the upstream task is cancelled.
-    """
-    task_id = created.get("taskId")
-    if not isinstance(task_id, str):
-        raise McpCallError({"code": -32603, "message": "the server answered with a task that has no taskId"})
-    if host is not None:
-        host.promote_to_task()
-    fitted: dict[str, Any] = {} if capabilities is None else {"capabilities": capabilities}
-    asked: set[str] = set()
-    state: Mapping[str, Any] = created
-    try:
-        if created.get("status") != "working":  # a CreateTaskResult carries no result, error or questions
-            state = await client.request("tasks/get", {"taskId": task_id}, **fitted)
-        while True:
-            status = state.get("status")
-            if status == "completed" and isinstance(state.get("result"), Mapping):
-                result: Mapping[str, Any] = state["result"]
-                return result
-            if status == "failed":
-                error = state.get("error")
-                raise McpCallError(
-                    error if isinstance(error, Mapping) else {"code": -32603, "message": "failed"}
-                )
-            if status == "cancelled":
-                raise McpCallError({"code": -32603, "message": f"the server cancelled task {task_id}"})
-            requests = state.get("inputRequests")
-            if status == "input_required" and isinstance(requests, Mapping):
-                new = {key: item for key, item in requests.items() if key not in asked}
-                if new:
-                    asked.update(new)
-                    if ask is None:
-                        raise _unattributed(f"task {task_id}'s questions")
-                    answers = await ask(new)
-                    await client.request(
-                        "tasks/update", {"taskId": task_id, "inputResponses": answers}, **fitted
-                    )
-                    state = await client.request("tasks/get", {"taskId": task_id}, **fitted)
-                    continue
-            interval = state.get("pollIntervalMs", created.get("pollIntervalMs"))
-            wait = interval / 1000 if isinstance(interval, int | float) else _POLL_MIN
-            await anyio.sleep(min(max(wait, _POLL_MIN), _POLL_MAX))
-            state = await client.request("tasks/get", {"taskId": task_id}, **fitted)
-    except BaseException:
-        if state.get("status") not in ("completed", "failed", "cancelled"):
-            with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(McpCallError):
-                await client.request("tasks/cancel", {"taskId": task_id}, **fitted)
-        raise
-
-
-async def _needs_core_task(client: Client, method: str, params: Mapping[str, Any] | None) -> bool:
-    """A 2025-11-25 upstream's tool that runs only as a task (``execution.taskSupport: "required"``)."""
-    if method != "tools/call" or client.session.modern or client.revision != Revision.V2025_11_25:
-        return False
-    name = (params or {}).get("name")
-    for tool in await client.cached_list("tools/list"):
-        if isinstance(tool, Mapping) and tool.get("name") == name:
-            execution = tool.get("execution")
-            return isinstance(execution, Mapping) and execution.get("taskSupport") == "required"
-    return False
-
-
-async def _run_core_task(
-    client: Client, params: Mapping[str, Any], on_progress: Callable[[Progress], None] | None
-) -> Mapping[str, Any]:
-    """A 2025-11-25 core task, run to its end: ``params.task`` on the call, then ``tasks/result``.
-
-    mcpx asks for the task only because the upstream will not run the tool
-    otherwise; ``tasks/result`` blocks until the task ends and answers what
-    the call would have (its result, or its JSON-RPC error).  Questions the
-    task asks meanwhile arrive as server requests, attributed like any
-    legacy upstream's.  When the caller gives up, the task is cancelled.
-    """
-    created = await client.request("tools/call", {**params, "task": {}}, on_progress=on_progress)
-    task = created.get("task")
-    task_id = task.get("taskId") if isinstance(task, Mapping) else None
-    if not isinstance(task_id, str):
-        raise McpCallError(
-            {"code": -32603, "message": "the server answered a task-augmented call without a task"}
-        )
-    try:
-        return await client.request("tasks/result", {"taskId": task_id})
-    except anyio.get_cancelled_exc_class():  # the caller gave up, or the pool's timeout: the task too
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5), contextlib.suppress(McpCallError):
-            await client.request("tasks/cancel", {"taskId": task_id})
-        raise
 
 
 async def _subscribe_upstream(client: Client, uri: str) -> None:
@@ -352,6 +193,10 @@ class Upstreams:
         self._on_resource_updated: Callable[[str, str], None] | None = None
         self._resources: dict[str, set[str]] = {}  # server -> URIs subscribed upstream, for good
         self._narrowed: dict[bytes, dict[str, Any]] = {}  # host capabilities (JSON) -> narrowed_capabilities
+        # Host calls to stdio upstreams go through the router (mcpx/gateway/_routing.py); a
+        # resolver of the embedder's own answers questions the router would refuse, so it keeps
+        # every call on the awaited path.
+        self.routes: Routes | None = Routes(self, self._capabilities) if resolver is None else None
         self.on_catalog_stale: Callable[[str, int, str | None], None] | None = None
         """Told ``(server, instance, kind)`` when an instance starts (``kind`` None) or announces that its
         tools, prompts or resources changed: what was read of the server's catalog may be out of date."""
@@ -390,11 +235,17 @@ class Upstreams:
                     if stopped.client is None:
                         stopped.starting.cancel()
             elif isinstance(action, Granted):
+                if self.routes is not None and self.routes.owns(action.call_id):
+                    self.routes.granted(str(action.call_id), action.instance)
+                    continue
                 waiter = self._waiters.get(str(action.call_id))
                 if waiter is not None:
                     waiter.instance = action.instance
                     waiter.granted.set()
             elif isinstance(action, Refused | CallFailed | CallTimedOut):
+                if self.routes is not None and self.routes.owns(action.call_id):
+                    self.routes.failed(str(action.call_id), action.error)
+                    continue
                 waiter = self._waiters.get(str(action.call_id))
                 if waiter is not None:
                     waiter.error = action.error
@@ -403,6 +254,54 @@ class Upstreams:
                         waiter.scope.cancel()
         if self._timer_changed is not None:
             self._timer_changed.set()
+
+    # -- what the routed calls ask of the pool and the daemon (mcpx/gateway/_routing.py) ---
+
+    def routable(self, server: str) -> bool:
+        """Whether a host's call to ``server`` goes through the router (a stdio upstream)."""
+        config = self.servers.get(server)
+        return self.routes is not None and config is not None and config.url is None
+
+    def acquire(self, server: str, scope_key: str, call_id: str) -> None:
+        self.pool.acquire(server, scope_key, call_id, time.monotonic())
+        self._perform()
+
+    def release(self, call_id: str, scope_key: str | None = None) -> None:
+        """The call ended; ``scope_key``: a scope of its own (a 2026-07-28 request), ended with it."""
+        now = time.monotonic()
+        self.pool.release(call_id, now)
+        if scope_key is not None:
+            self.pool.connection_closed(scope_key, now)
+        self._perform()
+
+    def question_pending(self, call_id: str, pending: bool) -> None:
+        self.pool.question_pending(call_id, pending, time.monotonic())
+        self._perform()
+
+    def instance_lost(self, instance: int, reason: str) -> None:
+        running = self._running.get(instance)
+        if running is not None:
+            running.reason = reason
+            self._crashed(instance, running, reason)
+
+    def published_progress(self, server: str, params: Mapping[str, Any]) -> None:
+        """A routed call's progress, on /v1/events as well (seed §4.4)."""
+        event: dict[str, Any] = {"server": server, "progress": params.get("progress")}
+        for key in ("total", "message"):
+            if params.get(key) is not None:
+                event[key] = params[key]
+        self.events.publish("progress", event)
+
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+        assert self._tg is not None, "attach() the upstreams to a task group first"
+        self._tg.start_soon(fn, *args)
+
+    async def follow_task(
+        self, client: Client, created: Mapping[str, Any], host: Context, call_id: str
+    ) -> Mapping[str, Any]:
+        """A routed call the upstream made a task: followed as ``request`` follows one."""
+        caps = self._narrowed_for(host.client_capabilities)
+        return await follow_task(client, created, host, caps, self._round_resolver(host, call_id))
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -471,7 +370,7 @@ class Upstreams:
 
         async def resolve(requests: Mapping[str, Any]) -> Mapping[str, Any]:
             with self._asking((call_id,)):
-                return await _ask_round(host, requests)
+                return await ask_round(host, requests)
 
         return resolve
 
@@ -530,14 +429,14 @@ class Upstreams:
                 fitted["on_round"] = self._round_resolver(host, call_id)
             with self._guarded(call_id):  # the pool's call timeout, paused while the host is asked
                 try:
-                    if await _needs_core_task(client, method, params):
-                        return await _run_core_task(client, params or {}, on_progress)
+                    if await needs_core_task(client, method, params):
+                        return await run_core_task(client, params or {}, on_progress)
                     result = await client.request(
                         method, params, on_progress=on_progress, log_level="debug", **fitted
                     )
                     if result.get("resultType") != "task":
                         return result
-                    return await _follow_task(
+                    return await follow_task(
                         client, result, host, fitted.get("capabilities"), fitted.get("on_round")
                     )
                 except McpCallError as exc:
@@ -713,6 +612,8 @@ class Upstreams:
                 with contextlib.suppress(McpCallError):  # the hosts' own levels filter what they get
                     await client.request("logging/setLevel", {"level": "debug"}, timeout=self._own_timeout)
             running.client = client
+            if self.routes is not None and client.linkable:
+                self.routes.link(instance, server.name, client)
             self.clients_started += 1
             self.pool.started(instance, time.monotonic())
             self._perform()
@@ -762,12 +663,12 @@ class Upstreams:
             if host is None:
                 if self._resolver is not None:
                     return await self._resolver(method, params)
-                raise _unattributed(method)
-            own = _answered_by_mcpx(host, method)
+                raise unattributed(method)
+            own = answered_by_mcpx(host, method)
             if own is not None:
                 return own
             question = host.question(method, params)
-            answer: Mapping[str, Any] = (await _ask_host(host, [question]))[question.key]
+            answer: Mapping[str, Any] = (await ask_host(host, [question]))[question.key]
             return answer
 
     def _host_of(self, instance: int) -> Context | None:

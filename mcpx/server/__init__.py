@@ -17,8 +17,11 @@ from ._content import ToolResult, audio, embedded, image, resource_link, text, t
 from ._server import (
     Call,
     Context,
+    Deferred,
+    Invocation,
     McpError,
     Outcome,
+    Pending,
     QuestionFailed,
     QuestionRefused,
     RequestCancelled,
@@ -30,8 +33,11 @@ from ._server import (
 __all__ = [
     "Call",
     "Context",
+    "Deferred",
+    "Invocation",
     "McpError",
     "Outcome",
+    "Pending",
     "QuestionFailed",
     "QuestionRefused",
     "RequestCancelled",

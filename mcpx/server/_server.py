@@ -10,7 +10,10 @@ The driver asks ``Server.route(method, params, context)`` how to answer a
 request.  Lists and lookups answer at once (``Outcome``); a call into user
 code comes back as a ``Call`` the driver runs — awaited on its event loop
 when the function is async, in a worker thread when it is not — and turns
-into an ``Outcome`` with ``Call.finish``/``Call.fail``.
+into an ``Outcome`` with ``Call.finish``/``Call.fail``.  A server that hears
+its answers as events (the gateway routing a call upstream) returns a
+``Deferred``: the driver hands it a ``Pending`` and the server settles it
+when the answer comes, with no task or thread held meanwhile.
 
 Errors, as every revision's server pages list them:
 
@@ -59,8 +62,11 @@ from ._schema import context_parameter, schema_for_signature
 __all__ = [
     "Call",
     "Context",
+    "Deferred",
+    "Invocation",
     "McpError",
     "Outcome",
+    "Pending",
     "QuestionFailed",
     "QuestionRefused",
     "RequestSink",
@@ -327,7 +333,52 @@ class Call:
     fail: Callable[[BaseException], Outcome]
 
 
-Invocation = Outcome | Call
+class Pending:
+    """A request the server answers later: the handle a ``Deferred`` is started with.
+
+    ``context`` reports progress and logs and puts questions, as a handler's
+    does.  ``settle(outcome)`` answers the request, once; later calls, and a
+    settle after the peer cancelled, are ignored.  ``on_cancel``, when set,
+    is called once if the peer cancels the request (or its connection ends)
+    before it was settled; the driver has dropped the request by then, so
+    nothing is answered.  ``connection`` names the driver's connection (one
+    stdio connection; an HTTP binding, whose requests carry their own
+    identity): requests on different connections may share a token.  Call
+    ``settle`` on the driver's loop (the asyncio and trio drivers) or from
+    any thread (the blocking driver posts it under its lock).
+    """
+
+    __slots__ = ("_settle", "connection", "context", "on_cancel")
+
+    def __init__(self, context: Context, connection: int, settle: Callable[[Outcome], None]) -> None:
+        self.context = context
+        self.connection = connection
+        self._settle = settle
+        self.on_cancel: Callable[[], None] | None = None
+
+    @property
+    def token(self) -> int:
+        return self.context.request.token
+
+    def settle(self, outcome: Outcome) -> None:
+        self._settle(outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """Answer the request later, without a task: the driver calls ``start(pending)`` and returns.
+
+    For a server that routes a request elsewhere and hears the answer as an
+    event (a gateway): ``start`` runs on the driver's loop while the request
+    is being dispatched, must not block, and answers through the ``Pending``
+    it is given, at once or whenever the answer comes.  An exception from
+    ``start`` answers ``-32603``.
+    """
+
+    start: Callable[[Pending], None]
+
+
+Invocation = Outcome | Call | Deferred
 
 # Per-call objects built the way the core builds its per-message actions
 # (mcpx.core._actions: a draft with the same slots, then its class): the same
@@ -847,7 +898,7 @@ class Server:
     # ------------------------------------------------------------------
 
     def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Invocation:
-        """How to answer ``method``: an ``Outcome`` now, or a ``Call`` to run."""
+        """How to answer ``method``: an ``Outcome`` now, a ``Call`` to run, or a ``Deferred`` answer."""
         handler = _ROUTES.get(method)
         if handler is None:
             return Outcome.failure(-32601, f"Method not found: {method}")

@@ -23,7 +23,7 @@ SURFACE = {
         "AbandonStream", "ClientAction", "ClientSession", "Completed", "Failed", "InputRequired", "Progress", "Ready", "ServerNotification", "ServerRequest", "ServerRequestCancelled", "Closed", "HttpClientAction", "HttpClientConfig", "HttpClientConnection", "JsonReceived", "OpenConnection", "RequestRefused", "SessionExpired", "StreamEnded", "CloseResponse", "EraCache", "EraEntry", "EraProbe", "HttpAnswered", "HttpBody", "HttpRequest", "LineReceived", "MessageReceived", "OpenSse", "ProbeAction", "ProbeConfig", "ProbeDone", "ProbeEvent", "ProbeFailed", "ProbeState", "Reconnect", "SendMessage", "TransportClosed", "EndpointReady", "SseClientAction", "SseClientConfig", "SseClientConnection", "AppRequest", "Answer", "GatewayError", "GatewaySurface", "McpxUriError", "OwnResource", "Page", "Route", "UpstreamCatalog", "gateway_tools", "mcpx_uri", "mcpx_uri_template", "parse_mcpx_uri", "rewrite_result_uris", "template_matches", "CallFailed", "CallTimedOut", "Granted", "InstanceState", "Pool", "PoolAction", "PoolConfig", "Refused", "ServerState", "ServerStatus", "Spawn", "Stop",
     },
     "mcpx.server": {
-        "Call", "Context", "McpError", "Outcome", "QuestionFailed", "QuestionRefused", "RequestCancelled", "RequestSink", "Server", "ToolError", "ToolResult", "audio",
+        "Call", "Context", "Deferred", "Invocation", "McpError", "Outcome", "Pending", "QuestionFailed", "QuestionRefused", "RequestCancelled", "RequestSink", "Server", "ToolError", "ToolResult", "audio",
         "embedded", "image", "resource_link", "text", "to_call_result",
     },
     "mcpx.drivers": {"LOOPS", "HttpConfig", "serve_http", "serve_stdio"},

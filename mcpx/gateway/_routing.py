@@ -1,0 +1,440 @@
+"""The driver loop over the gateway's middle: host calls routed through ``mcpx.core`` Router.
+
+``Router`` (mcpx/core/_router.py) decides what happens to a host's call once
+the gateway has chosen the upstream that serves it; this module carries its
+actions out, with no task per call.  A host request the gateway routes
+upstream arrives as a ``Pending`` (the server driver's handle for a
+``Deferred`` answer); ``Routes.forward`` asks the pool for an instance, and
+when the pool grants one (at once when it runs and has room, later when it
+starts) hands the call to the router.  The upstream's answer, read by the
+instance's ``Client`` and fed to the router (``Client.link``), settles the
+``Pending``: the host's driver writes it.  spec/gateway.md §11.
+
+Which calls take this way: a host's ``tools/call``, ``prompts/get``,
+``resources/read``, subscriptions and completions to a stdio upstream.
+The rest keep the awaited path (``Upstreams.request``): calls with no host
+(``/v1``, ``mcpx call``), a host's call it asked to run as an mcpx task,
+HTTP upstreams (a request per stream, sessions renewed), and, while
+``transport.ssePollAfter`` is set, every call (the host's stream is closed
+while it runs).
+
+Keys: the router knows a host call as ``((connection, scope), token)``: the
+driver's connection, the host's pool scope (spec/gateway.md §3), and the
+request's token, unique on its connection.  The pool knows it by its own
+call id.  Rules carried out here, each with its owner:
+
+* **Time.**  The pool times the call (``pool.callTimeout``, from the
+  request), pausing while a question is out (``question_pending``); the
+  router is given no timeout.  A pool timeout cancels the call upstream
+  (``host_cancelled``) and answers the host with the pool's error.
+* **Questions** (``AskHost``) are put to the host through its request's
+  context, in a task of their own (a person may take minutes); the answer
+  or refusal goes back to the router, unless the router withdrew the
+  question meanwhile (``WithdrawAsk`` cancels the task).
+* **A task** the upstream answers with (2026-07-28, ``resultType: "task"``)
+  is followed to its end in a task of its own, as the awaited path does;
+  so is a 2025-11-25 upstream's tool that runs only as a task.
+* **Cancellation**: the host's cancel (``Pending.on_cancel``) cancels the
+  call upstream and releases its instance; nothing is answered.
+* **A lost instance** fails its calls with the server's name and last
+  words, and tells the pool at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ..client import Client, McpCallError
+from ..core import LocalProtocolError, Revision
+from ..core._client import ServerNotification
+from ..core._router import (
+    AbandonUpstream,
+    AnswerHost,
+    AskHost,
+    NotifyHost,
+    Router,
+    SendUpstream,
+    UpstreamNotification,
+    UpstreamOutcome,
+    WithdrawAsk,
+    relayed,
+    upstream_params,
+)
+from ..server import Outcome, Pending
+from ._calls import ask_round, needs_core_task, run_core_task
+
+if TYPE_CHECKING:
+    from ._upstreams import Upstreams
+
+__all__ = ["Routes"]
+
+_HostKey = tuple[int, str]  # (the driver's connection, the host's pool scope)
+
+
+@dataclass(slots=True, eq=False)
+class _Routed:
+    """One host call on its way: from the pool's grant to the host's answer."""
+
+    call_id: str
+    pending: Pending
+    host: _HostKey
+    server: str
+    method: str
+    params: Mapping[str, Any]
+    finish: Callable[[Mapping[str, Any]], Any]
+    scope_key: str
+    per_request: bool  # a 2026-07-28 request over HTTP: its scope ends with it
+    instance: int | None = None
+    routed: bool = False  # the router holds it
+    asks: dict[int, anyio.CancelScope] = field(default_factory=dict)  # questions out to the host
+    follow: anyio.CancelScope | None = None  # an upstream task being followed, or a core task run
+
+    @property
+    def token(self) -> int:
+        return self.pending.token
+
+
+class _Link:
+    """``UpstreamLink`` for one instance: its client's reads go to the router."""
+
+    __slots__ = ("instance", "routes")
+
+    def __init__(self, routes: Routes, instance: int) -> None:
+        self.routes = routes
+        self.instance = instance
+
+    def received(self, obj: Any) -> None:
+        routes = self.routes
+        routes.router.upstream_data(self.instance, obj, now=time.monotonic())
+        routes.dispatch()
+
+    def drain(self) -> None:
+        routes = self.routes
+        if self.instance in routes.clients:
+            routes.router.drain(self.instance)
+            routes.dispatch()
+
+    def lost(self, reason: str) -> None:
+        self.routes.lost(self.instance, reason)
+
+
+class Routes:
+    """Host calls through the router to the linked instances of ``upstreams`` (see the module docstring)."""
+
+    def __init__(self, upstreams: Upstreams, capabilities: Mapping[str, Any]) -> None:
+        self.upstreams = upstreams
+        self.router = Router(capabilities=capabilities)
+        self.clients: dict[Hashable, Client] = {}  # linked instances, by instance id
+        self._servers: dict[int, str] = {}  # instance -> its server's name
+        self._calls: dict[str, _Routed] = {}  # by pool call id
+        self._by_key: dict[tuple[_HostKey, int], _Routed] = {}  # by the router's key
+        self._by_host: dict[_HostKey, dict[str, _Routed]] = {}  # a host's calls: where its logs go
+        self._asks: dict[int, _Routed] = {}  # ask id -> its call
+        self._ids = itertools.count(1)
+        self._dispatching = False
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._calls)
+
+    def owns(self, call_id: object) -> bool:
+        return isinstance(call_id, str) and call_id in self._calls
+
+    # -- instances -------------------------------------------------------------------------
+
+    def link(self, instance: int, server: str, client: Client) -> None:
+        """A started instance whose client the router drives from now on."""
+        self.clients[instance] = client
+        self._servers[instance] = server
+        self.router.add_upstream(instance, client.session)
+        client.link(_Link(self, instance))
+        self.dispatch()
+
+    def lost(self, instance: int, reason: str) -> None:
+        """``instance``'s output ended: its calls fail naming the server; the pool hears of it at once."""
+        if self.clients.pop(instance, None) is None:
+            return
+        server = self._servers.pop(instance)
+        self.router.upstream_lost(instance, f"server {server!r}: {reason}", now=time.monotonic())
+        self.upstreams.instance_lost(instance, f"server {server!r} exited; {reason}")
+        self.dispatch()
+
+    # -- host calls --------------------------------------------------------------------------
+
+    def forward(
+        self,
+        pending: Pending,
+        *,
+        server: str,
+        method: str,
+        params: Mapping[str, Any],
+        finish: Callable[[Mapping[str, Any]], Any],
+        scope_key: str,
+        per_request: bool,
+    ) -> None:
+        """Route the host's request to an instance of ``server``; ``pending`` is settled with its answer."""
+        call_id = f"r{next(self._ids)}"
+        host: _HostKey = (pending.connection, scope_key)
+        rec = _Routed(
+            call_id=call_id,
+            pending=pending,
+            host=host,
+            server=server,
+            method=method,
+            params=params,
+            finish=finish,
+            scope_key=scope_key,
+            per_request=per_request,
+        )
+        self._calls[call_id] = rec
+        self._by_key[(host, rec.token)] = rec
+        self._by_host.setdefault(host, {})[call_id] = rec
+        pending.on_cancel = functools.partial(self._host_cancelled, rec)
+        self.upstreams.acquire(server, scope_key, call_id)  # Granted (maybe at once) comes to granted()
+
+    def granted(self, call_id: str, instance: int) -> None:
+        """The pool gave the call ``instance``: it goes upstream."""
+        rec = self._calls.get(call_id)
+        if rec is None:
+            return
+        rec.instance = instance
+        client = self.clients.get(instance)
+        if client is None or client.session.closed:
+            self.upstreams.instance_lost(instance, f"server {rec.server!r} exited")
+            self._end(rec, _went_away(rec.server))
+            return
+        if (
+            rec.method == "tools/call"
+            and client.revision == Revision.V2025_11_25
+            and not client.session.modern
+        ):
+            self._spawn(rec, self._maybe_core_task(rec, client))  # its tool may run only as a task
+            return
+        self._send(rec)
+
+    def _send(self, rec: _Routed) -> None:
+        ctx = rec.pending.context
+        try:
+            self.router.host_request(
+                rec.host,
+                rec.token,
+                rec.method,
+                rec.params,
+                upstream=rec.instance,
+                host_capabilities=ctx.client_capabilities,
+                progress_token=ctx.request.progress_token,
+                now=time.monotonic(),
+            )
+        except LocalProtocolError as exc:  # the session cannot send: the server went away
+            self._end(rec, Outcome.failure(-32603, f"server {rec.server!r}: {exc}", {"server": rec.server}))
+            return
+        except ValueError as exc:  # params no JSON text can carry
+            self._end(rec, Outcome.failure(-32602, f"Invalid params: {exc}"))
+            return
+        rec.routed = True
+        self.dispatch()
+
+    def failed(self, call_id: str, error: Mapping[str, Any]) -> None:
+        """The pool ended the call (refused, its instance failed, timed out): the host gets ``error``."""
+        rec = self._calls.get(call_id)
+        if rec is None:
+            return
+        if rec.routed:
+            self.router.host_cancelled(rec.host, rec.token, str(error.get("message", "ended by mcpx")))
+        self._end(rec, Outcome.failure(error["code"], error["message"], error.get("data")))
+        self.dispatch()
+
+    def _host_cancelled(self, rec: _Routed) -> None:
+        """The host cancelled (or its connection ended): cancelled upstream, never answered."""
+        if self._calls.get(rec.call_id) is not rec:
+            return
+        if rec.routed:
+            self.router.host_cancelled(rec.host, rec.token, "the host cancelled")
+        self._end(rec, None)
+        self.dispatch()
+
+    def _end(self, rec: _Routed, outcome: Outcome | None) -> None:
+        """Forget ``rec``, release its instance, and answer its host (``None``: nothing to answer)."""
+        if self._calls.pop(rec.call_id, None) is None:
+            return
+        del self._by_key[(rec.host, rec.token)]
+        of_host = self._by_host[rec.host]
+        del of_host[rec.call_id]
+        if not of_host:
+            del self._by_host[rec.host]
+        for ask_id, scope in rec.asks.items():
+            self._asks.pop(ask_id, None)
+            scope.cancel()
+        rec.asks.clear()
+        if rec.follow is not None:
+            rec.follow.cancel()
+        self.upstreams.release(rec.call_id, rec.scope_key if rec.per_request else None)
+        if outcome is not None:
+            rec.pending.settle(outcome)
+
+    # -- the router's actions -----------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        """Carry out the router's actions, those they cause included; never re-entered."""
+        if self._dispatching:
+            return  # the loop below picks up what the nested input queued
+        self._dispatching = True
+        try:
+            while actions := self.router.next_actions():
+                for action in actions:
+                    self._perform(action)
+        finally:
+            self._dispatching = False
+
+    def _perform(self, action: object) -> None:
+        if isinstance(action, SendUpstream):
+            client = self.clients.get(action.upstream)
+            if client is not None:
+                client.send_soon(action.payload)
+        elif isinstance(action, AnswerHost):
+            rec = self._by_key.get((action.host, action.request_id))  # type: ignore[arg-type]
+            if rec is not None:
+                rec.routed = False
+                self._answered(rec, action)
+        elif isinstance(action, NotifyHost):
+            self._notify(action)
+        elif isinstance(action, AskHost):
+            rec = self._by_key[(action.host, action.request_id)]  # type: ignore[index]
+            self._ask(rec, action)
+        elif isinstance(action, WithdrawAsk):
+            rec = self._asks.pop(action.ask_id, None)
+            if rec is not None:
+                rec.asks.pop(action.ask_id).cancel()
+                self.upstreams.question_pending(rec.call_id, False)
+        elif isinstance(action, UpstreamNotification):
+            client = self.clients.get(action.upstream)
+            if client is not None:  # list changes, resource updates, a copy of each log: the instance's own
+                client.take(ServerNotification(method=action.method, params=action.params))
+        elif isinstance(action, UpstreamOutcome):
+            client = self.clients.get(action.upstream)
+            if client is not None:  # one of the client's own requests (a catalog read, a task poll)
+                client.take(action.event)
+        else:
+            assert not isinstance(action, AbandonUpstream), (
+                "linked instances are stdio: no streams to abandon"
+            )
+
+    def _answered(self, rec: _Routed, answer: AnswerHost) -> None:
+        if answer.error is not None:
+            error = answer.error
+            data = error.get("data")
+            if data is None and rec.instance not in self.clients:  # lost: name the server, as the pool does
+                data = {"server": rec.server}
+            self._end(rec, Outcome.failure(error["code"], error["message"], data))
+            return
+        assert answer.result is not None
+        result = answer.result
+        if result.get("resultType") == "task":  # the upstream made the call a task: follow it to its end
+            client = self.clients.get(rec.instance)
+            if client is None:
+                self._end(rec, _went_away(rec.server))
+                return
+            self._spawn(rec, self._follow_task(rec, client, result))
+            return
+        self._end(rec, Outcome(result=rec.finish(result)))
+
+    def _notify(self, note: NotifyHost) -> None:
+        host: _HostKey = note.host  # type: ignore[assignment]
+        params = note.params
+        if note.request_id is not None:  # progress of one call, under the host's own token
+            rec = self._by_key.get((host, note.request_id))  # type: ignore[arg-type]
+            if rec is not None:
+                self.upstreams.published_progress(rec.server, params)
+                rec.pending.context.report_progress(
+                    params["progress"], params.get("total"), params.get("message")
+                )
+            return
+        calls = self._by_host.get(host)
+        if calls:  # a log message: once to the host, through any of its calls (its level filters)
+            ctx = next(iter(calls.values())).pending.context
+            ctx.log(params["level"], params.get("data"), params.get("logger"))
+
+    # -- what takes a task: questions, upstream tasks -------------------------------------------
+
+    def _ask(self, rec: _Routed, ask: AskHost) -> None:
+        scope = anyio.CancelScope()
+        rec.asks[ask.ask_id] = scope
+        self._asks[ask.ask_id] = rec
+        self.upstreams.question_pending(rec.call_id, True)
+        self.upstreams.spawn(self._put_question, rec, ask, scope)
+
+    async def _put_question(self, rec: _Routed, ask: AskHost, scope: anyio.CancelScope) -> None:
+        answers: dict[str, Any] | None = None
+        refusal: dict[str, Any] | None = None
+        with scope:
+            try:
+                answers = await ask_round(rec.pending.context, ask.requests)
+            except McpCallError as exc:
+                refusal = {"code": exc.code, "message": exc.message}
+                if exc.data is not None:
+                    refusal["data"] = exc.data
+        if self._asks.get(ask.ask_id) is not rec:
+            return  # withdrawn, or its call ended, meanwhile
+        del self._asks[ask.ask_id]
+        del rec.asks[ask.ask_id]
+        self.upstreams.question_pending(rec.call_id, False)
+        now = time.monotonic()
+        try:
+            if refusal is not None or answers is None:
+                self.router.host_refused(rec.host, ask.ask_id, refusal or _NOT_ANSWERED, now=now)
+            else:
+                self.router.host_answered(rec.host, ask.ask_id, answers, now=now)
+        except LocalProtocolError as exc:  # answers the router cannot carry: refused instead
+            self.router.host_refused(rec.host, ask.ask_id, {"code": -32603, "message": str(exc)}, now=now)
+        self.dispatch()
+
+    def _spawn(self, rec: _Routed, work: Awaitable[Outcome | None]) -> None:
+        rec.follow = anyio.CancelScope()
+        self.upstreams.spawn(self._run, rec, work, rec.follow)
+
+    async def _run(self, rec: _Routed, work: Awaitable[Outcome | None], scope: anyio.CancelScope) -> None:
+        """Await ``work`` for ``rec``; its outcome answers the host (``None``: the router has the call now)."""
+        outcome: Outcome | None = None
+        with scope:
+            try:
+                outcome = await work
+            except McpCallError as exc:
+                outcome = Outcome.failure(exc.code, exc.message, exc.data)
+            except Exception as exc:  # a bug here costs this call, not the daemon
+                outcome = Outcome.failure(-32603, f"internal error in mcpx: {type(exc).__name__}: {exc}")
+        if scope.cancel_called or self._calls.get(rec.call_id) is not rec:
+            return  # its host cancelled, or the pool ended it: answered (or not) there
+        rec.follow = None
+        if outcome is not None:
+            self._end(rec, outcome)
+            self.dispatch()
+
+    async def _follow_task(self, rec: _Routed, client: Client, created: Mapping[str, Any]) -> Outcome:
+        final = await self.upstreams.follow_task(client, created, rec.pending.context, rec.call_id)
+        return Outcome(result=rec.finish(relayed(final)))
+
+    async def _maybe_core_task(self, rec: _Routed, client: Client) -> Outcome | None:
+        """A 2025-11-25 upstream's tool: run as a core task if it runs only so, else routed as any call."""
+        if not await needs_core_task(client, rec.method, rec.params):
+            if self._calls.get(rec.call_id) is rec:
+                rec.follow = None
+                self._send(rec)
+            return None
+        result = await run_core_task(client, upstream_params(rec.params), None)
+        return Outcome(result=rec.finish(relayed(result)))
+
+
+_NOT_ANSWERED = {"code": -32603, "message": "the host did not answer"}
+
+
+def _went_away(server: str) -> Outcome:
+    return Outcome.failure(
+        -32603, f"server {server!r}: its process went away; call again to restart it", {"server": server}
+    )
