@@ -22,6 +22,7 @@ terminates and finally kills it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
@@ -47,7 +48,7 @@ from .core._client import (
     ServerRequest,
     ServerRequestCancelled,
 )
-from .core._framing import DEFAULT_MAX_LINE, Line, LineReader, LineTooLong
+from .core._framing import DEFAULT_MAX_LINE, Line, LineReader
 from .core._http_client import (
     HttpClientConfig,
     HttpClientConnection,
@@ -55,6 +56,7 @@ from .core._http_client import (
 )
 from .core._sse_client import SseClientConfig, SseClientConnection
 from .core._upstream_auth import UpstreamAuth
+from .drivers import _batch
 from .drivers._http_transport import HttpTransport
 from .drivers._process import stop_process
 from .drivers._sse_transport import SseTransport
@@ -217,6 +219,8 @@ class Client:
         self._link: UpstreamLink | None = None
         self._outbox: list[bytes] = []
         self._outbox_wake: anyio.Event | None = None
+        self._write_nowait: Callable[[bytes], bool] | None = None  # the pipe's, where anyio exposes one
+        self._kicking = False  # a _write_now is scheduled
 
     # -- what callers use ------------------------------------------------------------
 
@@ -592,8 +596,31 @@ class Client:
         link.drain()
 
     def send_soon(self, payload: bytes) -> None:
-        """Queue ``payload`` for the server (linked clients); written in order, without waiting."""
+        """Queue ``payload`` for the server (linked clients); ``kick`` writes what is queued."""
         self._outbox.append(payload)
+
+    def kick(self) -> None:
+        """Write what ``send_soon`` queued: now, if the pipe takes it at once, else from the writer task."""
+        if not self._outbox or self._outbox_wake is None or self._kicking:
+            return  # nothing queued, the writer task is writing (it takes the rest), or a write is due
+        if self._write_nowait is not None:
+            # At the end of the chunk being read (or once the loop has run what is ready): one
+            # write for everything queued by then.
+            self._kicking = True
+            _batch.due(self._write_now)
+            return
+        self._wake_writer()
+
+    def _write_now(self) -> None:
+        self._kicking = False
+        if not self._outbox or self._outbox_wake is None:
+            return
+        if self._write_nowait is not None and self._write_nowait(b"".join(self._outbox)):
+            self._outbox.clear()
+            return
+        self._wake_writer()
+
+    def _wake_writer(self) -> None:
         wake = self._outbox_wake
         if wake is not None:
             self._outbox_wake = None
@@ -795,18 +822,8 @@ class Client:
         reader = LineReader(max_line)
         try:
             async for chunk in stream:
-                for event in reader.feed(chunk):
-                    if isinstance(event, Line):
-                        try:
-                            obj = orjson.loads(event.data)
-                        except orjson.JSONDecodeError:
-                            continue  # a server's junk line: nothing to answer it with
-                        if self._link is not None:
-                            self._link.received(obj)
-                        else:
-                            self.session.receive_json(obj)
-                    elif isinstance(event, LineTooLong):
-                        pass  # dropped; the call it belonged to times out or fails at EOF
+                with _batch.reading():  # what its answers cause is written once, at the end of the chunk
+                    self._take_chunk(reader, chunk)
                 if self._link is None:
                     await self._flush()
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -818,6 +835,21 @@ class Client:
             return
         self.session.receive_eof()
         await self._flush()
+
+    def _take_chunk(self, reader: LineReader, chunk: bytes) -> None:
+        """Each line of ``chunk`` to the session, or to the link."""
+        link = self._link
+        for event in reader.feed(chunk):
+            if isinstance(event, Line):
+                try:
+                    obj = orjson.loads(event.data)
+                except orjson.JSONDecodeError:
+                    continue  # a server's junk line: nothing to answer it with
+                if link is not None:
+                    link.received(obj)
+                else:
+                    self.session.receive_json(obj)
+            # A LineTooLong is dropped; the call it belonged to times out or fails at EOF.
 
 
 @contextlib.asynccontextmanager
@@ -871,10 +903,13 @@ async def connect_stdio(
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             await stdin.send(data)
 
+    write_nowait = _pipe_write_nowait(stdin)
+
     failure: McpCallError | None = None
     try:
         async with anyio.create_task_group() as tg:
             client = Client(session, write, tg, resolver)
+            client._write_nowait = write_nowait
             client.call_timeout = call_timeout
             tg.start_soon(keep_stderr, client)
             tg.start_soon(client._read, stdout, max_line)
@@ -895,6 +930,29 @@ async def connect_stdio(
                 process.kill()
                 await process.wait()
             await process.aclose()
+
+
+def _pipe_write_nowait(stdin: anyio.abc.ByteSendStream) -> Callable[[bytes], bool] | None:
+    """A write that does not wait, for a spawned server's stdin on asyncio; ``None`` elsewhere.
+
+    anyio wraps asyncio's ``StreamWriter`` (``_stream``), whose transport
+    writes at once what it can; with nothing buffered no flow control is
+    owed, so a linked client writes a call from the task that routed it.
+    Anything else (trio, or an anyio that wraps differently) keeps the
+    writer task.
+    """
+    writer = getattr(stdin, "_stream", None)
+    if not isinstance(writer, asyncio.StreamWriter):
+        return None
+    transport = writer.transport
+
+    def write_nowait(data: bytes) -> bool:
+        if transport.is_closing() or transport.get_write_buffer_size():
+            return False
+        transport.write(data)
+        return True
+
+    return write_nowait
 
 
 class _SessionReceiver:

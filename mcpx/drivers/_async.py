@@ -60,7 +60,17 @@ from ..core import (
     Trace,
 )
 from ..server import Call, Context, Deferred, Outcome, Pending, Server
-from ._common import Core, PostingSink, Waiters, apply_outcome, call_kwargs, change_listener, trace_to_stderr
+from . import _batch
+from ._common import (
+    Core,
+    PostingSink,
+    Waiters,
+    abandon_deferred,
+    apply_outcome,
+    call_kwargs,
+    change_listener,
+    trace_to_stderr,
+)
 
 __all__ = [
     "AppHandler",
@@ -80,6 +90,13 @@ class ByteReader(Protocol):
 
 
 class ByteWriter(Protocol):
+    """Where a connection's bytes go.
+
+    A writer may also have ``write_nowait(data) -> bool``: take ``data`` now
+    without waiting, or say it cannot (``False``: use ``send``).  The stdio
+    loop uses it to write an answer from the task that produced it.
+    """
+
     async def send(self, data: bytes) -> None: ...
 
     async def aclose(self) -> None: ...
@@ -143,8 +160,11 @@ class _Runner:
             for request in requests:
                 self.start_request(request)
             actions = self.machine.next_actions()
+        # The timer loop sleeps until ``timer``; it is woken only for an earlier deadline.  A
+        # later one (each request moves the core's deadlines) waits for the loop to wake as
+        # planned and look again: no wake-up per request.
         timer = self.machine.get_timer()
-        if timer != self.timer:
+        if timer is not None and (self.timer is None or timer < self.timer):
             self.timer = timer
             self.timer_changed.set()
 
@@ -230,15 +250,17 @@ class _Runner:
     async def timer_loop(self) -> None:
         while True:
             self.timer_changed = anyio.Event()
-            deadline = self.timer
+            deadline = self.timer = self.machine.get_timer()
             if deadline is None:
                 await self.timer_changed.wait()
                 continue
             with anyio.move_on_after(max(0.0, deadline - time.time())):
                 await self.timer_changed.wait()
                 continue
-            self.machine.handle_timer(time.time())
-            self.flush()
+            due = self.machine.get_timer()
+            if due is not None and time.time() >= due:
+                self.machine.handle_timer(time.time())
+                self.flush()
 
     def start_request(self, action: HandleRequest) -> None:
         """Answer ``action`` now if nothing in it can wait; otherwise start its task.
@@ -306,22 +328,15 @@ class _Runner:
         """The peer cancelled deferred request ``token``: the core forgets it; the server is told."""
         pending = self.deferred.pop(token)
         self.contexts.pop(token, None)
-        pending.context._cancel()
         self.waiters.cancelled(token)
         self.core.discard(token)
         if self.watch is not None:
             self.watch.ended(pending.context.request_id)  # nothing will be written for it
-        if pending.on_cancel is not None:
-            pending.on_cancel()
+        pending._cancel()
 
     def abandon_deferred(self) -> None:
         """The connection is gone: every deferred request still open is cancelled for its server."""
-        while self.deferred:
-            token, pending = self.deferred.popitem()
-            self.contexts.pop(token, None)
-            pending.context._cancel()
-            if pending.on_cancel is not None:
-                pending.on_cancel()
+        abandon_deferred(self.deferred, self.contexts)
 
     def _answer_now(self, action: HandleRequest, call: Call) -> None:
         watch = self.watch
@@ -459,6 +474,8 @@ class _StdioRunner(_Runner):
         self.queued: list[bytes | None] = []
         self.wake: anyio.Event | None = None  # set by perform while the write loop waits
         self.unwritten: list[str | int] = []  # ended requests whose answers are queued, not yet written
+        self.nowait: Callable[[bytes], bool] | None = None  # the writer's write_nowait, if it has one
+        self.kicking = False  # a _write_now is scheduled
 
     def clock_in(self) -> None:
         self.conn.session.advance(time.time())
@@ -471,8 +488,44 @@ class _StdioRunner(_Runner):
             self.queued.append(action.payload)
         elif isinstance(action, Close):
             self.queued.append(None)
-        else:
+
+    def flush(self) -> None:
+        super().flush()
+        if self.queued:
+            self._kick()
+
+    def _kick(self) -> None:
+        """Write what is queued now if the writer can take it at once; else wake the write loop.
+
+        Only while the write loop waits (it writes in order; one writer at a
+        time) and only bytes, never a Close: written here, an answer costs
+        no wake-up of another task.
+        """
+        if self.wake is None or self.kicking:
+            return  # the write loop is writing (it takes the rest when done), or a write is due
+        if self.nowait is not None:
+            # At the end of the chunk being read (or once the loop has run what is ready): one
+            # write for everything queued by then, as the write loop would, without its wake-up.
+            self.kicking = True
+            _batch.due(self._write_now)
             return
+        self._wake_writer()
+
+    def _write_now(self) -> None:
+        self.kicking = False
+        if not self.queued or self.wake is None:
+            return
+        nowait = self.nowait
+        if nowait is not None and None not in self.queued and nowait(b"".join(self.queued)):  # type: ignore[arg-type]
+            self.queued = []
+            written, self.unwritten = self.unwritten, []
+            if self.watch is not None:
+                for request_id in written:
+                    self.watch.ended(request_id)
+            return
+        self._wake_writer()
+
+    def _wake_writer(self) -> None:
         wake = self.wake
         if wake is not None:
             self.wake = None
@@ -481,12 +534,14 @@ class _StdioRunner(_Runner):
     async def read_loop(self, reader: ByteReader) -> None:
         while True:
             data = await reader.receive()
-            self.conn.receive_data(data, now=time.time())
-            self.flush()
+            with _batch.reading():  # the answers and upstream calls it makes: written once, at the end
+                self.conn.receive_data(data, now=time.time())
+                self.flush()
             if not data:
                 return
 
     async def write_loop(self, writer: ByteWriter) -> None:
+        self.nowait = getattr(writer, "write_nowait", None)  # only asyncio's writers have one
         while True:
             if not self.queued:
                 wake = self.wake = anyio.Event()
@@ -647,8 +702,9 @@ class _HttpRunner(_Runner):
                         data = await stream.receive(65536)
                     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                         data = b""
-                    self.http.receive_data(conn, data, time.time())
-                    self.flush()
+                    with _batch.reading():  # the upstream calls it makes: written once, at the end
+                        self.http.receive_data(conn, data, time.time())
+                        self.flush()
                     if not data:
                         break
                 # The client finished sending; keep writing until the core closes.

@@ -47,7 +47,16 @@ from ..core import (
     Trace,
 )
 from ..server import Call, Context, Deferred, Outcome, Pending, Server
-from ._common import Core, PostingSink, Waiters, apply_outcome, call_kwargs, change_listener, trace_to_stderr
+from ._common import (
+    Core,
+    PostingSink,
+    Waiters,
+    abandon_deferred,
+    apply_outcome,
+    call_kwargs,
+    change_listener,
+    trace_to_stderr,
+)
 
 __all__ = ["serve_blocking", "serve_http_blocking"]
 
@@ -254,20 +263,13 @@ class _BlockingRunner:
         """The peer cancelled deferred request ``token`` (under the lock): forgotten, its server told."""
         pending = self.deferred.pop(token)
         self.contexts.pop(token, None)
-        pending.context._cancel()
         self.waiters.cancelled(token)
         self.core.discard(token)
-        if pending.on_cancel is not None:
-            pending.on_cancel()
+        pending._cancel()
 
     def abandon_deferred(self) -> None:
         """The connection is gone (under the lock): every deferred request still open is cancelled."""
-        while self.deferred:
-            token, pending = self.deferred.popitem()
-            self.contexts.pop(token, None)
-            pending.context._cancel()
-            if pending.on_cancel is not None:
-                pending.on_cancel()
+        abandon_deferred(self.deferred, self.contexts)
 
     def shutdown(self) -> None:
         if self.loop is not None:

@@ -7,13 +7,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..core import Answered, Question, Trace
-from ..server import Call, Context, Outcome
+from ..server import Call, Context, Outcome, Pending
 
 __all__ = [
     "Asker",
     "Core",
     "PostingSink",
     "Waiters",
+    "abandon_deferred",
     "apply_outcome",
     "call_kwargs",
     "change_listener",
@@ -139,6 +140,14 @@ def apply_outcome(session: Core, token: int, outcome: Outcome) -> None:
     else:
         assert outcome.result is not None
         session.respond(token, outcome.result)
+
+
+def abandon_deferred(deferred: dict[int, Pending], contexts: dict[int, Context]) -> None:
+    """A connection is gone: every deferred request still open is cancelled for its server."""
+    while deferred:
+        token, pending = deferred.popitem()
+        contexts.pop(token, None)
+        pending._cancel()
 
 
 def call_kwargs(call: Call, context: Context) -> dict[str, Any]:

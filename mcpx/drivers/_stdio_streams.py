@@ -84,6 +84,14 @@ class _AsyncioWriter:
         self.writer.write(data)
         await self.writer.drain()
 
+    def write_nowait(self, data: bytes) -> bool:
+        """Write ``data`` now if nothing is buffered (no flow control owed); else ``False``."""
+        transport = self.writer.transport
+        if transport.is_closing() or transport.get_write_buffer_size():
+            return False
+        transport.write(data)
+        return True
+
     async def aclose(self) -> None:
         with suppress(ConnectionError):
             await self.writer.drain()

@@ -139,6 +139,7 @@ class Routes:
         self._asks: dict[int, _Routed] = {}  # ask id -> its call
         self._ids = itertools.count(1)
         self._dispatching = False
+        self._written: set[Client] = set()  # clients sent to during this dispatch
 
     @property
     def in_flight(self) -> int:
@@ -292,12 +293,16 @@ class Routes:
                     self._perform(action)
         finally:
             self._dispatching = False
+            written, self._written = self._written, set()
+            for client in written:  # what the router wrote, one write per instance
+                client.kick()
 
     def _perform(self, action: object) -> None:
         if isinstance(action, SendUpstream):
             client = self.clients.get(action.upstream)
             if client is not None:
                 client.send_soon(action.payload)
+                self._written.add(client)
         elif isinstance(action, AnswerHost):
             rec = self._by_key.get((action.host, action.request_id))  # type: ignore[arg-type]
             if rec is not None:

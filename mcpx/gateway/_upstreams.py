@@ -187,6 +187,7 @@ class Upstreams:
         self._waiters: dict[str, _Waiter] = {}
         self._ids = itertools.count(1)
         self._timer_changed: anyio.Event | None = None
+        self._timer_at = math.inf  # when the timer loop wakes next
         self.clients_started = 0
         self._watched: frozenset[str] = frozenset()
         self._on_list_changed: Callable[[str, str], None] | None = None
@@ -212,13 +213,15 @@ class Upstreams:
         """Feed the pool its deadlines (start, idle, backoff, call timeouts) until cancelled."""
         while True:
             deadline = self.pool.get_timer()
+            self._timer_at = math.inf if deadline is None else deadline
             self._timer_changed = anyio.Event()
             if deadline is None:
                 await self._timer_changed.wait()
                 continue
             with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
                 await self._timer_changed.wait()
-            if time.monotonic() >= deadline:
+            due = self.pool.get_timer()
+            if due is not None and time.monotonic() >= due:
                 self.pool.handle_timer(time.monotonic())
                 self._perform()
 
@@ -252,8 +255,13 @@ class Upstreams:
                     waiter.granted.set()
                     if waiter.scope is not None:
                         waiter.scope.cancel()
-        if self._timer_changed is not None:
-            self._timer_changed.set()
+        # Woken only for an earlier deadline: a later one (every call moves its own) waits for
+        # the loop to wake as planned and look again.
+        changed = self._timer_changed
+        if changed is not None:
+            deadline = self.pool.get_timer()
+            if deadline is not None and deadline < self._timer_at:
+                changed.set()
 
     # -- what the routed calls ask of the pool and the daemon (mcpx/gateway/_routing.py) ---
 

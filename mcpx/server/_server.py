@@ -363,6 +363,13 @@ class Pending:
     def settle(self, outcome: Outcome) -> None:
         self._settle(outcome)
 
+    def _cancel(self) -> None:
+        """The driver's: the peer gave up, or its connection ended; the server is told once."""
+        self.context._cancel()
+        on_cancel, self.on_cancel = self.on_cancel, None
+        if on_cancel is not None:
+            on_cancel()
+
 
 @dataclass(frozen=True, slots=True)
 class Deferred:

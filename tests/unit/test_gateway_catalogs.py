@@ -21,11 +21,12 @@ import anyio.abc
 import pytest
 
 from mcpx.client import McpCallError
-from mcpx.core import Revision
+from mcpx.core import RequestContext, Revision
 from mcpx.core._gateway import GatewayError
 from mcpx.gateway import GatewayServer, Upstreams
 from mcpx.gateway import _server as server_module
 from mcpx.gateway import _upstreams as upstreams_module
+from mcpx.server import Call, Deferred, Outcome
 
 KEY = b"k" * 32
 MODERN = Revision.V2026_07_28
@@ -48,6 +49,11 @@ class FakeUpstreams:
         self.running = True
         self.calls: list[tuple[str, str, Any]] = []
         self.on_catalog_stale: Callable[[str, int, str | None], None] | None = None
+        self.routes: Any = None  # no router: every call takes the awaited path (``request``)
+        self.http: set[str] = set()  # servers reached over HTTP: never routed
+
+    def routable(self, server: str) -> bool:
+        return self.routes is not None and server not in self.http
 
     def watch(self, servers: Any, on_list_changed: Any, on_resource_updated: Any = None) -> None:
         self.on_list_changed = on_list_changed
@@ -389,3 +395,33 @@ def test_narrowed_capabilities_are_computed_once_per_host_capability_set(
     for n in range(200):
         upstreams._narrowed_for({"experimental": {str(n): {}}})
     assert len(upstreams._narrowed) <= 64  # bounded
+
+
+def test_a_call_the_last_catalogs_route_is_deferred_to_the_router_and_the_rest_wait() -> None:
+    """spec/gateway.md §11: what takes the router's way (a ``Deferred``) and what the awaited path keeps."""
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]})
+    fake.routes = object()  # a router is there (the fake routes nothing: only the decision is tested)
+    fake.http = {"b"}
+    gateway = _gateway(fake)
+    context = RequestContext(
+        token=1, request_id=1, method="tools/call", revision=MODERN, client_capabilities={}, identity="host:1"
+    )
+
+    def route(method: str, params: Mapping[str, Any]) -> Any:
+        return gateway.route(method, params, context)
+
+    assert isinstance(route("tools/call", {"name": "alpha"}), Call)  # never read: it waits for the read
+
+    async def main() -> None:
+        await _listed(gateway)  # the catalogs are read
+
+    anyio.run(main)
+    assert isinstance(route("tools/call", {"name": "alpha"}), Deferred)  # a stdio upstream: routed
+    assert isinstance(route("tools/call", {"name": "beta"}), Call)  # an HTTP upstream: awaited
+    assert isinstance(route("tools/list", {}), Call)  # a listing: fresh catalogs, awaited
+    task = route("tools/call", {"name": "alpha", "task": {}})
+    assert isinstance(task, Call)  # the host asked mcpx for a task
+    own = route("resources/read", {"uri": "mcpx://mcpx/nothing"})  # the surface answers itself: at once
+    assert isinstance(own, Outcome) and own.error is not None and own.error[0] == -32002
+    fake.routes = None
+    assert isinstance(route("tools/call", {"name": "alpha"}), Call)  # no router: awaited
