@@ -221,6 +221,8 @@ class Client:
         self._outbox_wake: anyio.Event | None = None
         self._write_nowait: Callable[[bytes], bool] | None = None  # the pipe's, where anyio exposes one
         self._kicking = False  # a _write_now is scheduled
+        self._pipe: asyncio.StreamReader | None = None  # the server's stdout, where anyio exposes it
+        self._lines: LineReader | None = None  # the reader task's, shared with _take_pushed
 
     # -- what callers use ------------------------------------------------------------
 
@@ -439,6 +441,11 @@ class Client:
             self._lists[method] = (items, until)
         return items, until
 
+    def kept_now(self, method: str) -> list[Any] | None:
+        """What ``cached_list`` would answer without asking the server, or ``None`` when it would ask."""
+        kept = self._lists.get(method)
+        return kept[0] if kept is not None and time.monotonic() < kept[1] else None
+
     def _list_changed(self, method: str) -> None:
         dropped = _DROPS.get(method)
         if dropped:
@@ -593,7 +600,24 @@ class Client:
             raise LocalProtocolError("this client is linked already")
         self._link = link
         self._tg.start_soon(self._write_outbox)
+        if self._pipe is not None and self._lines is not None:
+            self._take_pushed(self._pipe, self._lines)
         link.drain()
+
+    def _take_pushed(self, pipe: asyncio.StreamReader, lines: LineReader) -> None:
+        """Linked, on asyncio: each chunk the server writes is taken in the pipe's callback, as it arrives.
+
+        The reader task then waits for the end of the server's output alone
+        (what it was woken for already it still reads first, in order): no
+        task wakes up per chunk.
+        """
+
+        def feed_data(data: bytes) -> None:
+            if data:
+                with _batch.reading():  # what its answers cause is written once, at the end of the chunk
+                    self._take_chunk(lines, data)
+
+        pipe.feed_data = feed_data  # type: ignore[method-assign,assignment]  # the protocol feeds it
 
     def send_soon(self, payload: bytes) -> None:
         """Queue ``payload`` for the server (linked clients); ``kick`` writes what is queued."""
@@ -819,7 +843,7 @@ class Client:
         return responses
 
     async def _read(self, stream: anyio.abc.ByteReceiveStream, max_line: int) -> None:
-        reader = LineReader(max_line)
+        reader = self._lines = self._lines or LineReader(max_line)
         try:
             async for chunk in stream:
                 with _batch.reading():  # what its answers cause is written once, at the end of the chunk
@@ -910,6 +934,8 @@ async def connect_stdio(
         async with anyio.create_task_group() as tg:
             client = Client(session, write, tg, resolver)
             client._write_nowait = write_nowait
+            client._pipe = _pipe_reader(stdout)
+            client._lines = LineReader(max_line)  # linked before its reader task runs, it is pushed to
             client.call_timeout = call_timeout
             tg.start_soon(keep_stderr, client)
             tg.start_soon(client._read, stdout, max_line)
@@ -953,6 +979,12 @@ def _pipe_write_nowait(stdin: anyio.abc.ByteSendStream) -> Callable[[bytes], boo
         return True
 
     return write_nowait
+
+
+def _pipe_reader(stdout: anyio.abc.ByteReceiveStream) -> asyncio.StreamReader | None:
+    """A spawned server's stdout as asyncio's ``StreamReader`` (anyio's ``_stream``); ``None`` elsewhere."""
+    reader = getattr(stdout, "_stream", None)
+    return reader if isinstance(reader, asyncio.StreamReader) else None
 
 
 class _SessionReceiver:

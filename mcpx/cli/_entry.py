@@ -22,6 +22,7 @@ __all__ = ["FAST_PATHS", "main"]
 
 FAST_PATHS: Final[Mapping[str, str]] = {
     "call": "mcpx.cli._fast:call",
+    "daemon": "mcpx.cli._daemon_command:daemon",
     "serve": "mcpx.gateway._shim:main",
 }
 

@@ -326,43 +326,20 @@ def register(app: typer.Typer) -> None:
         Without a configuration file the upstream is mcpx's own demo server,
         named demo.  Stop it with Ctrl-C (or SIGTERM).
         """
-        from ..gateway import run_daemon
+        from ._daemon_command import run
 
         if loop not in ("asyncio", "uvloop", "trio"):
             raise typer.BadParameter("--loop must be asyncio, uvloop or trio")
-        loaded = _load(
-            config,
-            {
-                "transport.port": ("--port", port),
-                "transport.address": ("--address", address),
-                "mcp.passthrough": ("--passthrough", passthrough),
-                "spec.first": ("--mcp-spec", mcp_spec),
-                "state.dir": ("--state", state),
-            },
-        )
-        for warning in loaded.warnings:
-            typer.echo(f"mcpx: warning: {warning}", err=True)
-        if not loaded.found:
-            typer.echo(
-                f"mcpx: no configuration file at {loaded.path}; serving the built-in default: "
-                "mcpx's demo server as 'demo'",
-                err=True,
-            )
-
-        def ready(urls: list[str]) -> None:
-            for url in urls:
-                typer.echo(f"mcpx: daemon serving MCP at {url}", err=True)
-            base = next((u.rsplit("/", 1)[0] for u in urls if u.startswith("http")), None)
-            if base:
-                typer.echo(f"mcpx: ops API at {base}/v1 (try `mcpx servers`)", err=True)
-
-        try:
-            run_daemon(loaded, loop=loop, ready=ready)
-        except (OSError, ValueError) as exc:
-            typer.echo(f"mcpx: the daemon could not start: {exc}", err=True)
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            pass
+        named = {
+            "--port": port,
+            "--address": address,
+            "--passthrough": passthrough,
+            "--mcp-spec": mcp_spec,
+            "--state": state,
+        }
+        code = run(config, named, loop)
+        if code:
+            raise typer.Exit(code)
 
     @app.command()
     def serve(

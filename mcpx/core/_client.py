@@ -94,6 +94,7 @@ __all__ = [
 
 MODERN: Final = Revision.V2026_07_28
 NEWEST_LEGACY: Final = LEGACY_REVISIONS[-1]
+_DECLARED_KEPT: Final = 16  # distinct capability sets cut to a revision, kept (hosts declare few)
 
 # A server request and the client capability that must have been declared for it.
 _QUESTION_CAPABILITY: Final = {
@@ -242,6 +243,7 @@ class ClientSession:
         self._offer = offer
         self._revisions = revisions
         self._dump_option = orjson.OPT_APPEND_NEWLINE if newline else 0
+        self._declared_kept: dict[tuple[Revision, bytes], dict[str, Any]] = {}
         self._stream_per_request = stream_per_request
         self._answer_modern_requests = answer_modern_requests
         self._max_rounds = max_rounds
@@ -459,9 +461,25 @@ class ClientSession:
             raise LocalProtocolError(self._state.failed)
 
     def _declared(self, rev: Revision, own: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The capabilities declared in ``rev``: ``own`` (one call's), else the session's, cut to ``rev``."""
-        caps: dict[str, Any] = downgrade(self.capabilities if own is None else own, "ClientCapabilities", rev)
-        return caps
+        """The capabilities declared in ``rev``: ``own`` (one call's), else the session's, cut to ``rev``.
+
+        Cut once per distinct set and revision (a gateway declares one set per
+        host capability set, on every 2026-07-28 request): the last few kept,
+        by their JSON text.  Read only; never change what this returns.
+        """
+        caps = self.capabilities if own is None else own
+        try:
+            key = (rev, orjson.dumps(caps, option=orjson.OPT_SORT_KEYS))
+        except TypeError:  # not JSON: cut it every time (sending it fails later, saying why)
+            cut: dict[str, Any] = downgrade(caps, "ClientCapabilities", rev)
+            return cut
+        kept = self._declared_kept.get(key)
+        if kept is None:
+            kept = downgrade(caps, "ClientCapabilities", rev)
+            if len(self._declared_kept) >= _DECLARED_KEPT:
+                del self._declared_kept[next(iter(self._declared_kept))]  # the oldest goes
+            self._declared_kept[key] = kept
+        return kept
 
     def _wire_params(self, call: _Call) -> dict[str, Any]:
         params = dict(call.params)

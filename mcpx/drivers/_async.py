@@ -23,12 +23,14 @@ from threads); ``serve_connection`` runs it over one stdio connection and
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import dis
 import functools
 import inspect
 import itertools
 import math
+import socket
 import threading
 import time
 import types
@@ -42,7 +44,8 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import orjson
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+import sniffio
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..core import (
     INTERNAL_ERROR,
@@ -84,6 +87,13 @@ __all__ = [
 
 
 class ByteReader(Protocol):
+    """Where a connection's bytes come from.
+
+    A reader may also have ``push(consumer)``: from then on each chunk goes
+    to ``consumer`` as it arrives (asyncio's pipes, in their own callback),
+    and ``receive`` returns what came before, then ``b""`` at the end.
+    """
+
     async def receive(self) -> bytes:
         """The next bytes; ``b""`` at end of input."""
         ...
@@ -532,13 +542,20 @@ class _StdioRunner(_Runner):
             wake.set()
 
     async def read_loop(self, reader: ByteReader) -> None:
+        push = getattr(reader, "push", None)
+        if push is not None:  # chunks come in the pipe's callback; receive waits for the end alone
+            push(self.take)
         while True:
             data = await reader.receive()
-            with _batch.reading():  # the answers and upstream calls it makes: written once, at the end
-                self.conn.receive_data(data, now=time.time())
-                self.flush()
+            self.take(data)
             if not data:
                 return
+
+    def take(self, data: bytes) -> None:
+        """One chunk of input (``b""``: the end of it)."""
+        with _batch.reading():  # the answers and upstream calls it makes: written once, at the end
+            self.conn.receive_data(data, now=time.time())
+            self.flush()
 
     async def write_loop(self, writer: ByteWriter) -> None:
         self.nowait = getattr(writer, "write_nowait", None)  # only asyncio's writers have one
@@ -624,6 +641,10 @@ AppHandler = Callable[[AppRequest], Awaitable[AppResponse]]
 """Serves ``HttpConfig.app_paths`` next to MCP on the same listener (the daemon's /v1)."""
 
 
+class _Outbox(Protocol):
+    def send_nowait(self, item: bytes | None) -> None: ...
+
+
 class _HttpRunner(_Runner):
     def __init__(
         self, server: Server, http: HttpServer, tg: anyio.abc.TaskGroup, trace: bool, app: AppHandler | None
@@ -631,7 +652,8 @@ class _HttpRunner(_Runner):
         super().__init__(server, http, http, tg, trace)
         self.http = http
         self.app = app
-        self.outboxes: dict[int, MemoryObjectSendStream[bytes | None]] = {}
+        self.outboxes: dict[int, _Outbox] = {}  # by connection: bytes to write; None: close once written
+        self.closed: anyio.Event | None = None  # set by each asyncio connection's end while the server stops
         self.ids = itertools.count(1)
 
     async def run_app(self, request: AppRequest) -> None:
@@ -742,6 +764,113 @@ class _HttpRunner(_Runner):
             scope.cancel()
 
 
+class _TransportBox:
+    """An asyncio connection's outbox: bytes written once per chunk of input (or loop turn), then closed."""
+
+    __slots__ = ("closing", "pending", "scheduled", "transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        self.pending: list[bytes] = []
+        self.closing = False
+        self.scheduled = False
+
+    def send_nowait(self, item: bytes | None) -> None:
+        if item is None:
+            self.closing = True
+        else:
+            self.pending.append(item)
+        if not self.scheduled:
+            self.scheduled = True
+            _batch.due(self.write)
+
+    def write(self) -> None:
+        self.scheduled = False
+        transport = self.transport
+        if self.pending and not transport.is_closing():
+            data = b"".join(self.pending)
+            self.pending.clear()
+            transport.write(data)  # what the socket does not take now, asyncio's transport keeps
+        if self.closing:
+            transport.close()  # after what is buffered is written
+
+
+class _HttpProtocol(asyncio.Protocol):
+    """One connection accepted by asyncio: read in the transport's callback, no task per connection.
+
+    The same steps as ``_HttpRunner.handle``: the bytes to the core, the
+    core's actions carried out; at end of input the connection stays open
+    for the core to finish writing and close it.
+    """
+
+    def __init__(self, runner: _HttpRunner) -> None:
+        self.runner = runner
+        self.conn = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        runner = self.runner
+        self.conn = next(runner.ids)
+        # A stream transport (uvloop's are not asyncio.Transport subclasses, but have its methods).
+        runner.outboxes[self.conn] = _TransportBox(transport)  # type: ignore[arg-type]
+        runner.http.connection_made(self.conn, time.time())
+        runner.flush()
+
+    def data_received(self, data: bytes) -> None:
+        runner = self.runner
+        with _batch.reading():  # the answers and upstream calls it makes: written once, at the end
+            runner.http.receive_data(self.conn, data, time.time())
+            runner.flush()
+
+    def eof_received(self) -> bool:
+        runner = self.runner
+        runner.http.receive_data(self.conn, b"", time.time())
+        runner.flush()
+        return True  # keep writing until the core closes
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        runner = self.runner
+        if runner.outboxes.pop(self.conn, None) is not None:
+            runner.http.connection_lost(self.conn, time.time())
+            runner.flush()
+        if runner.closed is not None:
+            runner.closed.set()
+
+
+async def _close_served(runner: _HttpRunner, servers: list[asyncio.AbstractServer]) -> None:
+    """Stop accepting, close every connection (what is queued written first), and wait until each is closed.
+
+    asyncio closes a transport's socket on the loop's next turn
+    (``connection_lost``): without the wait a server that stops with its
+    loop would leave its clients' connections open, unanswered.
+    """
+    for served in servers:
+        served.close()
+    boxes = [box for box in runner.outboxes.values() if isinstance(box, _TransportBox)]
+    for box in boxes:
+        box.write()
+        box.transport.close()
+    closed = runner.closed = anyio.Event()
+    with anyio.move_on_after(2.0):  # a close asyncio does not report: give up, the loop ends anyway
+        while any(isinstance(box, _TransportBox) for box in runner.outboxes.values()):
+            await closed.wait()
+            closed = runner.closed = anyio.Event()
+
+
+def _raw_sockets(listeners: list[anyio.abc.Listener[anyio.abc.ByteStream]]) -> list[Any] | None:
+    """The listening sockets, when asyncio can serve them itself: plain sockets on asyncio, else ``None``."""
+    try:
+        if sniffio.current_async_library() != "asyncio":
+            return None
+    except sniffio.AsyncLibraryNotFoundError:
+        return None
+    sockets = []
+    for listener in listeners:
+        if not isinstance(listener, anyio.abc.SocketListener):
+            return None  # TLS, or another wrapper: anyio serves it
+        sockets.append(listener.extra(anyio.abc.SocketAttribute.raw_socket))
+    return sockets
+
+
 async def serve_http(
     server: Server,
     http: HttpServer,
@@ -751,17 +880,37 @@ async def serve_http(
     started: Callable[[], None] | None = None,
     app: AppHandler | None = None,
 ) -> None:
-    """Serve ``http`` on ``listeners`` until cancelled; ``app`` answers ``HttpConfig.app_paths``."""
+    """Serve ``http`` on ``listeners`` until cancelled; ``app`` answers ``HttpConfig.app_paths``.
+
+    On asyncio, plain sockets are accepted and read by asyncio itself
+    (``_HttpProtocol``: a callback per chunk rather than a task per
+    connection, and writes made once per chunk); on trio, and for TLS, by
+    anyio (``_HttpRunner.handle``).
+    """
+    raw = _raw_sockets(listeners)
+    servers: list[asyncio.AbstractServer] = []
     async with anyio.create_task_group() as tg:
         runner = _HttpRunner(server, http, tg, trace, app)
         unsubscribe = server.add_listener(change_listener(runner.post, http))
         try:
             tg.start_soon(runner.timer_loop)
-            for listener in listeners:
-                tg.start_soon(listener.serve, runner.handle)
+            if raw is not None:
+                loop = asyncio.get_running_loop()
+                for sock in raw:
+                    factory = functools.partial(_HttpProtocol, runner)
+                    if sock.family == socket.AF_UNIX:
+                        servers.append(await loop.create_unix_server(factory, sock=sock))
+                    else:
+                        servers.append(await loop.create_server(factory, sock=sock))
+            else:
+                for listener in listeners:
+                    tg.start_soon(listener.serve, runner.handle)
             if started is not None:
                 started()
             await anyio.sleep_forever()
         finally:
             unsubscribe()
+            if raw is not None:
+                with anyio.CancelScope(shield=True):
+                    await _close_served(runner, servers)
             runner.abandon_deferred()

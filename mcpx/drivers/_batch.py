@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 __all__ = ["due", "reading"]
 
@@ -31,20 +30,30 @@ class _State(threading.local):
 _state = _State()
 
 
-@contextmanager
-def reading() -> Iterator[None]:
-    """Hold writes made due inside until the outermost ``reading`` ends, then make each once."""
-    state = _state
-    state.depth += 1
-    try:
-        yield
-    finally:
+class _Reading:
+    """``with reading():`` — a plain context manager: it is entered for every chunk read."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        _state.depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        state = _state
         state.depth -= 1
         if state.depth == 0:
             while state.due:
                 writes, state.due = state.due, []
                 for write in writes:
                     write()
+
+
+_READING = _Reading()
+
+
+def reading() -> _Reading:
+    """Hold writes made due inside until the outermost ``reading`` ends, then make each once."""
+    return _READING
 
 
 def due(write: Callable[[], None]) -> None:

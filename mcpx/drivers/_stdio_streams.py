@@ -12,7 +12,7 @@ import asyncio
 import os
 import selectors
 import stat
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING
 
@@ -72,6 +72,14 @@ class _AsyncioReader:
 
     async def receive(self) -> bytes:
         return await self.reader.read(CHUNK)
+
+    def push(self, consumer: Callable[[bytes], None]) -> None:
+        """From now on hand each chunk to ``consumer`` as it arrives, in the pipe's own callback.
+
+        What arrived before is still read with ``receive``, which then waits
+        for the end of input alone: no task wakes up per chunk.
+        """
+        self.reader.feed_data = consumer  # type: ignore[method-assign,assignment]  # the protocol feeds it
 
 
 class _AsyncioWriter:

@@ -27,6 +27,7 @@ __all__ = [
     "ask_round",
     "follow_task",
     "needs_core_task",
+    "needs_core_task_now",
     "run_core_task",
     "unattributed",
 ]
@@ -163,16 +164,32 @@ async def follow_task(
         raise
 
 
-async def needs_core_task(client: Client, method: str, params: Mapping[str, Any] | None) -> bool:
-    """A 2025-11-25 upstream's tool that runs only as a task (``execution.taskSupport: "required"``)."""
-    if method != "tools/call" or client.session.modern or client.revision != Revision.V2025_11_25:
-        return False
+def _may_need_a_core_task(client: Client, method: str) -> bool:
+    return method == "tools/call" and not client.session.modern and client.revision == Revision.V2025_11_25
+
+
+def _task_only(tools: list[Any], params: Mapping[str, Any] | None) -> bool:
     name = (params or {}).get("name")
-    for tool in await client.cached_list("tools/list"):
+    for tool in tools:
         if isinstance(tool, Mapping) and tool.get("name") == name:
             execution = tool.get("execution")
             return isinstance(execution, Mapping) and execution.get("taskSupport") == "required"
     return False
+
+
+async def needs_core_task(client: Client, method: str, params: Mapping[str, Any] | None) -> bool:
+    """A 2025-11-25 upstream's tool that runs only as a task (``execution.taskSupport: "required"``)."""
+    if not _may_need_a_core_task(client, method):
+        return False
+    return _task_only(await client.cached_list("tools/list"), params)
+
+
+def needs_core_task_now(client: Client, method: str, params: Mapping[str, Any] | None) -> bool | None:
+    """``needs_core_task`` from the tools the client keeps, without asking; ``None``: it must ask."""
+    if not _may_need_a_core_task(client, method):
+        return False
+    kept = client.kept_now("tools/list")
+    return None if kept is None else _task_only(kept, params)
 
 
 async def run_core_task(

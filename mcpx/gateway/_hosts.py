@@ -93,6 +93,18 @@ class _WatchedReader:
     def __init__(self, reader: ByteReader, announcer: _Announcer) -> None:
         self.reader = reader
         self.announcer = announcer
+        inner = getattr(reader, "push", None)
+        self.push: Callable[[Callable[[bytes], None]], None] | None = None
+        if inner is not None:  # chunks pushed as they arrive: the handshake is checked after each
+
+            def push(consumer: Callable[[bytes], None]) -> None:
+                def take(data: bytes) -> None:
+                    consumer(data)
+                    announcer.check_handshake()
+
+                inner(take)
+
+            self.push = push
 
     async def receive(self) -> bytes:
         self.announcer.check_handshake()

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..client import Client, McpCallError
-from ..core import LocalProtocolError, Revision
+from ..core import LocalProtocolError
 from ..core._client import ServerNotification
 from ..core._router import (
     AbandonUpstream,
@@ -68,7 +68,7 @@ from ..core._router import (
     upstream_params,
 )
 from ..server import Outcome, Pending
-from ._calls import ask_round, needs_core_task, run_core_task
+from ._calls import ask_round, needs_core_task, needs_core_task_now, run_core_task
 
 if TYPE_CHECKING:
     from ._upstreams import Upstreams
@@ -211,12 +211,9 @@ class Routes:
             self.upstreams.instance_lost(instance, f"server {rec.server!r} exited")
             self._end(rec, _went_away(rec.server))
             return
-        if (
-            rec.method == "tools/call"
-            and client.revision == Revision.V2025_11_25
-            and not client.session.modern
-        ):
-            self._spawn(rec, self._maybe_core_task(rec, client))  # its tool may run only as a task
+        if needs_core_task_now(client, rec.method, rec.params) is not False:
+            # A 2025-11-25 tool that runs only as a task, or one whose tools are not kept yet.
+            self._spawn(rec, self._maybe_core_task(rec, client))
             return
         self._send(rec)
 

@@ -38,8 +38,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, overload
 
-import fastjsonschema
-
 from ..core import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -473,6 +471,8 @@ class _Tool:
         """Why ``arguments`` fail the input schema, or ``None``."""
         if not self.validate:
             return None
+        import fastjsonschema  # here: a server whose tools are never called (the daemon's) never loads it
+
         if not self.validator_ready:
             self.validator_ready = True
             try:

@@ -1,0 +1,78 @@
+"""``mcpx daemon`` without typer: the daemon ``mcpx serve`` starts carries no CLI framework for its life.
+
+mcpx/cli/_daemon_command.py: the fast path reads the daemon's own options
+and runs the same body as the typer command.  A user checks three things:
+the daemon starts and says where it serves, it did not import typer or the
+pydantic typer coerces options with (megabytes held for hours), and what
+the fast path leaves to typer (``--help``, a wrong option, a wrong loop) is
+answered by typer as before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.interop._daemon_process import ROOT
+
+HEAVY = ("typer", "pydantic", "pydantic_core", "fastjsonschema")
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = {**os.environ, "HOME": str(root), "MCPX_STATE": str(root / "state"), "MCPX_TRANSPORT_PORT": "0"}
+    env.pop("MCPX_CONFIG", None)
+    env.pop("MCPX_LOOP", None)
+    return env
+
+
+def _imported(stderr: str) -> set[str]:
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_the_daemon_as_mcpx_serve_starts_it_imports_no_cli_framework(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    argv = [sys.executable, "-X", "importtime", "-m", "mcpx", "daemon", "--state", str(state)]
+    with (tmp_path / "stderr").open("w+") as err:
+        process = subprocess.Popen(argv, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
+        try:
+            deadline = time.monotonic() + 30
+            while not (state / "daemon.json").exists():  # written once it serves
+                assert process.poll() is None and time.monotonic() < deadline, "the daemon did not start"
+                time.sleep(0.05)
+        finally:
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=30) == 0
+        err.seek(0)
+        stderr = err.read()
+    messages = [line for line in stderr.splitlines() if not line.startswith("import time:")]
+    assert any(line.startswith("mcpx: daemon serving MCP at http://127.0.0.1:") for line in messages), (
+        messages
+    )
+    assert any("serving the built-in default" in line for line in messages), messages
+    assert not [name for name in _imported(stderr) if name.split(".")[0] in HEAVY]
+    assert "mcpx.cli._daemon_command" in _imported(stderr)
+
+
+def test_what_the_fast_path_leaves_to_typer_typer_answers(tmp_path: Path) -> None:
+    def daemon(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx", "daemon", *args],
+            check=False,
+            env={**_env(tmp_path), **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+
+    helped = daemon("--help")
+    assert helped.returncode == 0 and "Serve the gateway" in helped.stdout
+    wrong = daemon("--no-such-option")
+    assert wrong.returncode == 2 and "No such option" in wrong.stderr
+    for bad in (daemon("--loop", "nope"), daemon(MCPX_LOOP="nope")):
+        assert bad.returncode == 2 and "--loop must be asyncio, uvloop or trio" in bad.stderr
+    assert not (tmp_path / "state" / "daemon.json").exists()  # none of them started a daemon
