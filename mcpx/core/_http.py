@@ -1470,7 +1470,9 @@ def _reason(status: int) -> bytes:
 
 def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for name, value in raw:
+    # h11's Headers is a Sequence: iterating it goes through the ABC item by item; its raw_items is a list.
+    raw_items = getattr(raw, "raw_items", None)
+    for name, value in raw if raw_items is None else raw_items():
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         out[key] = f"{out[key]}, {text}" if key in out else text
