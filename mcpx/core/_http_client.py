@@ -371,6 +371,7 @@ class _Exchange:
     buffer: bytearray = field(default_factory=bytearray)
     decoder: SseDecoder | None = None
     location: str | None = None
+    retried: bool = False  # sent again once, after a kept connection closed under it
 
 
 @dataclass(slots=True, eq=False)
@@ -380,6 +381,7 @@ class _Conn:
     connected: bool = False
     exchange: _Exchange | None = None
     closed: bool = False
+    reused: bool = False  # kept after an answer: the exchange on it now is not its first
 
 
 # --------------------------------------------------------------------------
@@ -549,17 +551,45 @@ class HttpClientConnection:
         c = self._conns.get(conn)
         if c is None or c.closed:
             return
+        if not data and self._closed_idle(c):
+            return
         try:
             c.parser.receive_data(data)
         except RuntimeError:  # bytes after the server's own end
             return
         self._read(c)
 
+    def _closed_idle(self, c: _Conn, *, lost: bool = False) -> bool:
+        """A kept connection the server closed before a byte of the answer came: the request goes again.
+
+        A server closes a keep-alive connection it holds idle whenever it
+        likes (RFC 9112 §9.3); a request written meanwhile was never read.
+        Sent once more on a new connection, as HTTP clients do for a kept
+        connection that closes before any answer.  Once only: a second close
+        is the server's answer.
+        """
+        ex = c.exchange
+        if not c.reused or ex is None or ex.retried or ex.mode != "head" or _buffered(c.parser):
+            return False
+        if c.parser.their_state is not h11.SEND_RESPONSE:
+            return False
+        ex.retried = True
+        if lost:
+            self._forget(c)
+        else:
+            self._close(c)
+        ex.conn = None
+        self._queue.appendleft(ex)
+        self._dispatch_queue()
+        return True
+
     def connection_lost(self, conn: int, now: float) -> None:
         """The socket is gone (or never came up): whatever it carried ends here."""
         self._now = max(self._now, now)
         c = self._conns.get(conn)
         if c is None:
+            return
+        if c.connected and self._closed_idle(c, lost=True):
             return
         self._forget(c)
         ex = c.exchange
@@ -809,6 +839,7 @@ class HttpClientConnection:
             return
         if parser.our_state is h11.DONE and parser.their_state is h11.DONE:
             parser.start_next_cycle()
+            c.reused = True
             if not parser.trailing_data[0]:
                 if self._queue:
                     self._start_queued(c)

@@ -631,3 +631,66 @@ def test_config_parses_the_url_and_refuses_bad_ones() -> None:
             HttpClientConfig(url=bad)
     with pytest.raises(ValueError):
         HttpClientConfig(url=URL, headers=(("X-Bad", "a\r\nb"),))
+
+
+def _json_answer(request_id: int) -> bytes:
+    body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"resultType": "complete"}})
+    return response("200 OK", [("Content-Type", "application/json")], body)
+
+
+def _sent_on(client: HttpClientConnection) -> tuple[list[int], list[int], list[int]]:
+    """What the binding asked for: connections opened, connections closed, connections written to."""
+    actions = client.next_actions()
+    opened = [a.conn for a in actions if isinstance(a, OpenConnection)]
+    closed = [a.conn for a in actions if isinstance(a, CloseConnection)]
+    written = [a.conn for a in actions if isinstance(a, SendBytes)]
+    return opened, closed, written
+
+
+@pytest.mark.parametrize("how", ["eof", "reset"])
+def test_a_kept_connection_closed_before_any_answer_sends_the_request_again_once(how: str) -> None:
+    """RFC 9112 §9.3: a server closes an idle keep-alive connection when it likes; the request goes again."""
+    s = Scripted()
+    first = s.call("ping")
+    s.answer(_json_answer(1))
+    assert [e.handle for e in s.events if isinstance(e, Completed)] == [first]
+    kept = s.conn
+    second = s.session.request("ping")
+    (send,) = [a for a in s.session.next_actions() if isinstance(a, Send)]
+    s.client.send(send.payload, handle=send.stream, now=2.0)
+    assert _sent_on(s.client) == ([], [], [kept])  # the kept connection is reused
+    if how == "eof":
+        s.client.receive_data(kept, b"", 3.0)
+    else:
+        s.client.connection_lost(kept, 3.0)
+    opened, closed, written = _sent_on(s.client)
+    assert len(opened) == 1 and opened[0] != kept and written == []
+    assert closed == ([kept] if how == "eof" else [])
+    s.client.connection_made(opened[0], 3.0)
+    assert _sent_on(s.client) == ([], [], [opened[0]])  # the same request, on the new connection
+    s.client.receive_data(opened[0], _json_answer(2), 4.0)
+    s.conn = opened[0]
+    s.drain()
+    assert [e.handle for e in s.events if isinstance(e, Completed)] == [first, second]
+    assert not [e for e in s.events if isinstance(e, Failed)]
+
+
+def test_a_request_is_sent_again_only_once_and_never_on_a_connection_s_first_use() -> None:
+    s = Scripted()
+    s.call("ping")
+    s.answer(_json_answer(1))
+    kept = s.conn
+    handle = s.session.request("ping")
+    (send,) = [a for a in s.session.next_actions() if isinstance(a, Send)]
+    s.client.send(send.payload, handle=send.stream, now=2.0)
+    s.client.next_actions()
+    s.client.receive_data(kept, b"", 3.0)
+    (fresh,), _, _ = _sent_on(s.client)
+    s.client.connection_made(fresh, 3.0)
+    s.client.next_actions()
+    s.client.receive_data(fresh, b"", 4.0)  # a new connection closed too: that is the server's answer
+    s.conn = fresh
+    s.drain()
+    assert s.failed().handle == handle
+    opened, _, _ = _sent_on(s.client)
+    assert opened == []  # not sent a third time
