@@ -274,6 +274,28 @@ def test_a_daemon_killed_mid_call_answers_in_flight_requests_and_the_next_call_w
     assert "Traceback" not in host.stderr()
 
 
+def test_a_daemon_lost_three_times_within_a_minute_is_given_up_on(env: dict[str, str]) -> None:
+    """Twice the next call works on a daemon started again; the third loss ends mcpx serve, naming the log."""
+    state = Path(env["MCPX_STATE"])
+    _start_daemon(env)
+    host = Host(env, "legacy")
+    for loss in (1, 2, 3):
+        assert _text(host.call("echo", text=f"before {loss}")) == f"before {loss}"
+        info = daemon_info(state)
+        assert info is not None
+        os.kill(int(info["pid"]), signal.SIGKILL)
+        if loss < 3:  # the shim sees the loss and starts a daemon again (a request meanwhile would be lost)
+            deadline = time.monotonic() + 30
+            while (again := daemon_info(state)) is None or again["pid"] == info["pid"]:
+                assert time.monotonic() < deadline, "no daemon was started again"
+                time.sleep(0.02)
+            continue
+        assert host.process.wait(timeout=30) == 1
+        stderr = host.stderr()
+        assert "stopped 3 times within a minute; giving up" in stderr, stderr
+        assert str(state / "daemon.log") in stderr and "Traceback" not in stderr
+
+
 def test_the_shim_exits_when_the_host_ends_and_keeps_nothing_open(env: dict[str, str]) -> None:
     """End of input: the daemon drains, says the connection ended, and the shim exits 0 with stdout closed."""
     _start_daemon(env)
