@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 from tests.interop._daemon_process import ROOT
@@ -36,18 +36,28 @@ def _imported(stderr: str) -> set[str]:
 def test_the_daemon_as_mcpx_serve_starts_it_imports_no_cli_framework(tmp_path: Path) -> None:
     state = tmp_path / "state"
     argv = [sys.executable, "-X", "importtime", "-m", "mcpx", "daemon", "--state", str(state)]
-    with (tmp_path / "stderr").open("w+") as err:
-        process = subprocess.Popen(argv, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT)
-        try:
-            deadline = time.monotonic() + 30
-            while not (state / "daemon.json").exists():  # written once it serves
-                assert process.poll() is None and time.monotonic() < deadline, "the daemon did not start"
-                time.sleep(0.05)
-        finally:
-            process.send_signal(signal.SIGINT)
-            assert process.wait(timeout=30) == 0
-        err.seek(0)
-        stderr = err.read()
+    process = subprocess.Popen(
+        argv, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    lines: list[str] = []
+    serving = threading.Event()
+
+    def read() -> None:  # the daemon says where its ops API is once it serves
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.append(line)
+            if line.startswith("mcpx: ops API at "):
+                serving.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert serving.wait(30), "".join(lines)[-2000:]
+    finally:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        reader.join(10)
+    stderr = "".join(lines)
     messages = [line for line in stderr.splitlines() if not line.startswith("import time:")]
     assert any(line.startswith("mcpx: daemon serving MCP at http://127.0.0.1:") for line in messages), (
         messages

@@ -147,9 +147,10 @@ async def _settled(gateway: GatewayServer) -> None:
     with anyio.fail_after(5):
         while True:
             await anyio.wait_all_tasks_blocked()
-            if all(known.refreshing is None for known in gateway._known.values()):
+            reading = [known.refreshing for known in gateway._known.values() if known.refreshing is not None]
+            if not reading:
                 return
-            await anyio.sleep(0.01)  # a read is in its fake's own delay
+            await reading[0].wait()  # a read is in its fake's own delay: it is set when the read ends
 
 
 def _no_refresh_due(gateway: GatewayServer, name: str) -> bool:
