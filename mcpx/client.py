@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import time
@@ -60,6 +61,7 @@ from .drivers import _batch
 from .drivers._http_transport import HttpTransport
 from .drivers._process import stop_process
 from .drivers._sse_transport import SseTransport
+from .drivers._stdio_streams import transport_write_nowait
 
 __all__ = [
     "Client",
@@ -959,26 +961,11 @@ async def connect_stdio(
 
 
 def _pipe_write_nowait(stdin: anyio.abc.ByteSendStream) -> Callable[[bytes], bool] | None:
-    """A write that does not wait, for a spawned server's stdin on asyncio; ``None`` elsewhere.
-
-    anyio wraps asyncio's ``StreamWriter`` (``_stream``), whose transport
-    writes at once what it can; with nothing buffered no flow control is
-    owed, so a linked client writes a call from the task that routed it.
-    Anything else (trio, or an anyio that wraps differently) keeps the
-    writer task.
-    """
+    """A write that does not wait, for a spawned server's stdin on asyncio (anyio's ``_stream``); else ``None``."""
     writer = getattr(stdin, "_stream", None)
     if not isinstance(writer, asyncio.StreamWriter):
-        return None
-    transport = writer.transport
-
-    def write_nowait(data: bytes) -> bool:
-        if transport.is_closing() or transport.get_write_buffer_size():
-            return False
-        transport.write(data)
-        return True
-
-    return write_nowait
+        return None  # trio, or an anyio that wraps differently: the writer task writes
+    return functools.partial(transport_write_nowait, writer.transport)
 
 
 def _pipe_reader(stdout: anyio.abc.ByteReceiveStream) -> asyncio.StreamReader | None:

@@ -23,7 +23,7 @@ from ._async import ByteReader, ByteWriter
 if TYPE_CHECKING:
     import trio
 
-__all__ = ["open_stdio"]
+__all__ = ["open_stdio", "transport_write_nowait"]
 
 CHUNK = 64 * 1024
 
@@ -93,16 +93,24 @@ class _AsyncioWriter:
         await self.writer.drain()
 
     def write_nowait(self, data: bytes) -> bool:
-        """Write ``data`` now if nothing is buffered (no flow control owed); else ``False``."""
-        transport = self.writer.transport
-        if transport.is_closing() or transport.get_write_buffer_size():
-            return False
-        transport.write(data)
-        return True
+        return transport_write_nowait(self.writer.transport, data)
 
     async def aclose(self) -> None:
         with suppress(ConnectionError):
             await self.writer.drain()
+
+
+def transport_write_nowait(transport: asyncio.WriteTransport, data: bytes) -> bool:
+    """Write ``data`` on ``transport`` now if nothing is buffered there (no flow control owed); else ``False``.
+
+    asyncio's transports write at once what the pipe takes and keep the
+    rest; with nothing buffered, no ``drain`` is owed.  The stdio loop and a
+    linked client write from the task that produced the bytes this way.
+    """
+    if transport.is_closing() or transport.get_write_buffer_size():
+        return False
+    transport.write(data)
+    return True
 
 
 async def _asyncio_streams(

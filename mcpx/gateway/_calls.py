@@ -18,10 +18,10 @@ import anyio
 
 from ..client import Client, McpCallError, RoundResolver
 from ..core import Progress, Question, Revision
+from ..core._router import OWN_ROOTS  # mcpx's answer to roots/list for a host that declared no roots
 from ..server import Context, QuestionFailed, QuestionRefused
 
 __all__ = [
-    "OWN_ROOTS",
     "answered_by_mcpx",
     "ask_host",
     "ask_round",
@@ -32,8 +32,6 @@ __all__ = [
     "unattributed",
 ]
 
-OWN_ROOTS: Mapping[str, Any] = {"roots": []}
-"""mcpx's answer to ``roots/list`` for a host that declared no roots (seed §2.5 "Roots"; none are configured)."""
 _POLL_MIN, _POLL_MAX = 0.05, 2.0  # seconds between tasks/get polls, whatever pollIntervalMs says
 
 

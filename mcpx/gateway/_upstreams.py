@@ -188,8 +188,6 @@ class Upstreams:
         self._ids = itertools.count(1)
         self._timer_changed: anyio.Event | None = None
         self._timer_at = math.inf  # when the timer loop wakes next
-        config = self.pool.config
-        self._soonest = min(config.call_timeout, config.start_timeout, config.idle_timeout)
         self.clients_started = 0
         self._watched: frozenset[str] = frozenset()
         self._on_list_changed: Callable[[str, str], None] | None = None
@@ -227,12 +225,8 @@ class Upstreams:
                 self.pool.handle_timer(time.monotonic())
                 self._perform()
 
-    def _perform(self, *, timed: bool = False) -> None:
-        """Carry out the pool's actions; ``timed``: the caller set a deadline of its own (a timeout, time left)."""
-        only_grants = not timed
+    def _perform(self) -> None:
         for action in self.pool.next_actions():
-            if not isinstance(action, Granted):
-                only_grants = False
             if isinstance(action, Spawn):
                 running = self._running[action.instance] = _Running(server=action.server)
                 assert self._tg is not None, "attach() the upstreams to a task group first"
@@ -262,17 +256,12 @@ class Upstreams:
                     if waiter.scope is not None:
                         waiter.scope.cancel()
         # Woken only for an earlier deadline: a later one (every call moves its own) waits for
-        # the loop to wake as planned and look again.  Granting, releasing and waiting set
-        # deadlines no sooner than the pool's shortest timeout from now, so while the loop
-        # wakes before that, the pool's timer is not even looked at (it is a scan).
+        # the loop to wake as planned and look again.
         changed = self._timer_changed
-        if changed is None:
-            return
-        if only_grants and self._timer_at <= time.monotonic() + self._soonest:
-            return
-        deadline = self.pool.get_timer()
-        if deadline is not None and deadline < self._timer_at:
-            changed.set()
+        if changed is not None:
+            deadline = self.pool.get_timer()
+            if deadline is not None and deadline < self._timer_at:
+                changed.set()
 
     # -- what the routed calls ask of the pool and the daemon (mcpx/gateway/_routing.py) ---
 
@@ -295,7 +284,7 @@ class Upstreams:
 
     def question_pending(self, call_id: str, pending: bool) -> None:
         self.pool.question_pending(call_id, pending, time.monotonic())
-        self._perform(timed=True)  # the time left may be short: the timer looks again
+        self._perform()
 
     def instance_lost(self, instance: int, reason: str) -> None:
         running = self._running.get(instance)
@@ -346,7 +335,7 @@ class Upstreams:
             scope_key = f"once:{call_id}"
         try:
             self.pool.acquire(server, scope_key, call_id, time.monotonic(), timeout=timeout)
-            self._perform(timed=timeout is not None)
+            self._perform()
             await waiter.granted.wait()
             if waiter.error is not None:
                 raise McpCallError(waiter.error)
@@ -376,13 +365,13 @@ class Upstreams:
         """A question is out to the host for ``call_ids``: their call timeouts pause meanwhile (seed §3.5)."""
         for call_id in call_ids:
             self.pool.question_pending(call_id, True, time.monotonic())
-        self._perform(timed=True)
+        self._perform()
         try:
             yield
         finally:
             for call_id in call_ids:
                 self.pool.question_pending(call_id, False, time.monotonic())
-            self._perform(timed=True)  # the time left may be short: the timer looks again
+            self._perform()
 
     def _round_resolver(self, host: Context, call_id: str) -> RoundResolver:
         """The host's answers to a 2026-07-28 upstream's round for ``call_id``, its timeout paused meanwhile."""

@@ -78,16 +78,12 @@ from mcpx.core._router import (
     UpstreamNotification,
     WithdrawAsk,
 )
+from mcpx.gateway._upstreams import UPSTREAM_CAPABILITIES
 
 from ._examples import tick
 
 INFO = {"name": "mcpx", "version": "fuzz"}
-OWN = {
-    "elicitation": {"form": {}, "url": {}},
-    "sampling": {},
-    "roots": {},
-    "extensions": {TASKS_EXTENSION: {}},
-}
+OWN = UPSTREAM_CAPABILITIES  # what the daemon's router declares to its upstreams
 CAPS: dict[str, dict[str, Any]] = {
     "full": {"roots": {}, "elicitation": {}, "sampling": {}},
     "bare": {"elicitation": {}},

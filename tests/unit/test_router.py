@@ -16,7 +16,6 @@ import pytest
 
 from mcpx.core import LocalProtocolError, Revision
 from mcpx.core._client import ClientSession
-from mcpx.core._revisions import TASKS_EXTENSION
 from mcpx.core._router import (
     AbandonUpstream,
     AnswerHost,
@@ -27,14 +26,10 @@ from mcpx.core._router import (
     UpstreamNotification,
     WithdrawAsk,
 )
+from mcpx.gateway._upstreams import UPSTREAM_CAPABILITIES
 
 INFO = {"name": "mcpx", "version": "test"}
-OWN = {
-    "elicitation": {"form": {}, "url": {}},
-    "sampling": {},
-    "roots": {},
-    "extensions": {TASKS_EXTENSION: {}},
-}
+OWN = UPSTREAM_CAPABILITIES  # what the daemon's router declares to its upstreams
 WITH_ROOTS = {"roots": {}, "elicitation": {}, "sampling": {}}
 NO_ROOTS = {"elicitation": {}}
 CALL = {"name": "echo", "arguments": {}}
