@@ -44,6 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ._drafts import draft_of
 from ._jsonrpc import RequestId
 from ._revisions import Revision
 
@@ -154,30 +155,8 @@ Action = (
 
 
 # --------------------------------------------------------------------------
-# Building the per-message actions cheaply (private to the core)
+# Building the per-message actions cheaply (private to the core; see _drafts)
 # --------------------------------------------------------------------------
-#
-# A frozen dataclass's ``__init__`` stores every field through
-# ``object.__setattr__`` (a Python-level call per field, to get past the
-# ``__setattr__`` that refuses changes): about 2.4 µs for a ``RequestContext``,
-# the largest single cost of a request on the core's fast path.  The builders
-# below produce exactly the same objects — the same class, the same fields,
-# immutable from the moment they are returned — by filling a *draft*, a plain
-# slotted class with the identical slot layout, with ordinary attribute
-# stores, and then giving it the dataclass as its class (``__class__``
-# assignment, which CPython allows between classes whose slots are the same).
-# Nobody outside the core ever sees a draft.  Callers pass values the public
-# constructor would accept: the builders do not validate.
-
-
-def draft_of(cls: type) -> Any:
-    """A mutable class with ``cls``'s slots (same names, so the same layout): see above.
-
-    For a frozen, slotted dataclass of mcpx's own; ``mcpx.server`` builds its
-    per-call ``Call`` and ``Outcome`` this way too.
-    """
-    slots: tuple[str, ...] = cls.__slots__  # type: ignore[attr-defined]
-    return type(f"_{cls.__name__}Draft", (), {"__slots__": slots})
 
 
 _new = object.__new__

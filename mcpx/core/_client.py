@@ -54,8 +54,9 @@ from typing import Any, Final
 
 import orjson
 
-from ._actions import Send, Trace
+from ._actions import Send, Trace, build_send
 from ._downgrade import downgrade
+from ._drafts import builder
 from ._errors import INTERNAL_ERROR, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, LocalProtocolError
 from ._jsonrpc import (
     ErrorResponse,
@@ -118,6 +119,9 @@ class Ready:
 class Completed:
     handle: int
     result: Mapping[str, Any]
+
+
+_completed = builder(Completed)  # built per answer without __init__ (mcpx/core/_drafts.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -503,10 +507,11 @@ class ClientSession:
             answer.setdefault("resultType", "complete")
         return answer
 
-    def _send_request(self, method: str, params: Mapping[str, Any], *, handle: int | None) -> int:
+    def _send_request(self, method: str, params: dict[str, Any], *, handle: int | None) -> int:
         request_id = next(self._ids)
         handle = request_id if handle is None else handle
-        obj = Request(id=request_id, method=method, params=dict(params)).to_obj()
+        # What Request(id=..., method=..., params=...).to_obj() gives, without building the Request.
+        obj = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         try:
             payload = orjson.dumps(obj, option=self._dump_option)
         except orjson.JSONEncodeError as exc:  # nested past orjson's limit, or not JSON at all
@@ -514,7 +519,7 @@ class ClientSession:
                 f"{method} params cannot be written as JSON ({exc}); send them less deeply nested"
             ) from None
         self._by_id[request_id] = handle
-        self._actions.append(Send(payload=payload, stream=handle))
+        self._actions.append(build_send(payload, handle, False, None))
         return handle
 
     def _send_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
@@ -583,7 +588,7 @@ class ClientSession:
             self._fail(handle, INTERNAL_ERROR, f"the server answered with an unknown resultType {kind!r}")
             return
         self._end(handle)
-        self._actions.append(Completed(handle=handle, result=result))
+        self._actions.append(_completed(handle=handle, result=result))
 
     def _declares_tasks(self, call: _Call) -> bool:
         """Whether ``call`` declared the tasks extension (2026-07-28 per-request capabilities)."""

@@ -122,6 +122,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
+from ._drafts import builder
 from ._errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, LocalProtocolError
 from ._revisions import NEWEST, Revision
 
@@ -240,6 +241,9 @@ class Route:
     def finish(self, result: Mapping[str, Any]) -> Any:
         """The upstream's ``result`` as the host gets it: verbatim, URIs rewritten if this route says so."""
         return rewrite_result_uris(result, self.server) if self.rewrite_uris else result
+
+
+_route = builder(Route)  # one per routed call, built without __init__ (mcpx/core/_drafts.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1109,7 +1113,7 @@ class GatewaySurface:
             return _conflict_error([conflict], "tools/call")
         owner = self._tool_owner.get(name)
         if owner is not None:
-            return Route(server=owner, method="tools/call", params=_forwarded(params), rewrite_uris=False)
+            return _route(server=owner, method="tools/call", params=_forwarded(params), rewrite_uris=False)
         if name in self._visible_gateway_tools:
             return self._gateway_tool(name, params, revision)
         if self._passthrough:  # seed §2.5: names it does not list are forwarded

@@ -31,6 +31,7 @@ from typing import Any, Final, TypeGuard
 
 import orjson
 
+from ._drafts import builder
 from ._errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RemoteProtocolError
 
 __all__ = [
@@ -196,6 +197,11 @@ def _readable_id(obj: Mapping[str, Any]) -> RequestId | None:
     return value if is_request_id(value) else None
 
 
+# What parse_message builds, already validated: without __init__ (mcpx/core/_drafts.py).
+_request = builder(Request)
+_response = builder(Response)
+
+
 def parse_message(obj: Any) -> Message:
     """Classify one decoded JSON value as a message, or raise ``InvalidMessage``."""
     if not isinstance(obj, dict):
@@ -235,7 +241,7 @@ def parse_message(obj: Any) -> Message:
         request_id = obj["id"]
         if not is_request_id(request_id):
             raise InvalidMessage("Invalid Request: a request id must be a string or an integer")
-        return Request(id=request_id, method=method, params=params, extra=frozen_extra)
+        return _request(id=request_id, method=method, params=params, extra=frozen_extra)
 
     has_result = "result" in obj
     has_error = "error" in obj
@@ -251,7 +257,7 @@ def parse_message(obj: Any) -> Message:
             raise InvalidMessage("Invalid Request: a response id must be a string or an integer")
         if not isinstance(result, dict):
             raise InvalidMessage('Invalid Request: "result" must be an object', request_id=_readable_id(obj))
-        return Response(id=response_id, result=result, extra=frozen_extra)
+        return _response(id=response_id, result=result, extra=frozen_extra)
     error = obj["error"]
     if (
         not isinstance(error, dict)

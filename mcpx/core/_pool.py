@@ -99,6 +99,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
+from ._drafts import builder
 from ._errors import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
 
 __all__ = [
@@ -245,6 +246,9 @@ class Granted:
 
     call_id: CallId
     instance: int
+
+
+_granted = builder(Granted)  # one per call, built without __init__ (mcpx/core/_drafts.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1063,7 +1067,7 @@ class Pool:
             call.deadline = now + call.budget
             inst.calls[call_id] = None
             self._transition(inst, _In.GRANT, now, "")
-            self._emit(Granted(call_id=call_id, instance=inst.id))
+            self._emit(_granted(call_id=call_id, instance=inst.id))
 
     def _end_running(self, call: _Call, event: _CallIn, now: float) -> None:
         self._move_call(call, event)

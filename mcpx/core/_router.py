@@ -141,6 +141,7 @@ from ._client import (
     ServerRequest,
     ServerRequestCancelled,
 )
+from ._drafts import builder
 from ._errors import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
 from ._gateway import narrowed_capabilities
 from ._jsonrpc import RequestId
@@ -270,6 +271,10 @@ class UpstreamOutcome:
     upstream: UpstreamKey
     event: Completed | Failed | InputRequired | Progress
 
+
+# The two actions of every call, built without __init__ (mcpx/core/_drafts.py).
+_send_upstream = builder(SendUpstream)
+_answer = builder(AnswerHost)
 
 RouterAction: TypeAlias = (
     SendUpstream
@@ -824,10 +829,14 @@ class Router:
         if call.silent:
             return
         if error is not None:
-            self._actions.append(AnswerHost(host=call.host, request_id=call.request_id, error=dict(error)))
+            self._actions.append(
+                _answer(host=call.host, request_id=call.request_id, result=None, error=dict(error))
+            )
         elif result is not None:
             answer = dict(result) if result.get("resultType") == "task" else relayed(result)
-            self._actions.append(AnswerHost(host=call.host, request_id=call.request_id, result=answer))
+            self._actions.append(
+                _answer(host=call.host, request_id=call.request_id, result=answer, error=None)
+            )
 
     def _time_out(self, call: _Call) -> None:
         assert call.timeout is not None
@@ -878,7 +887,7 @@ class Router:
         if isinstance(action, Send):
             if not up.lost:
                 self._actions.append(
-                    SendUpstream(upstream=upstream, payload=action.payload, stream=action.stream)
+                    _send_upstream(upstream=upstream, payload=action.payload, stream=action.stream)
                 )
         elif isinstance(action, AbandonStream):
             if not up.lost:

@@ -18,7 +18,7 @@ import asyncio
 import threading
 from collections.abc import Callable
 
-__all__ = ["due", "reading"]
+__all__ = ["at_chunk_end", "due", "reading"]
 
 
 class _State(threading.local):
@@ -54,6 +54,20 @@ _READING = _Reading()
 def reading() -> _Reading:
     """Hold writes made due inside until the outermost ``reading`` ends, then make each once."""
     return _READING
+
+
+def at_chunk_end(fn: Callable[[], None]) -> bool:
+    """Run ``fn`` at the end of the chunk being read, on any loop; ``False`` (and nothing done) outside one.
+
+    For work that only needs doing once per chunk however many inputs ask
+    for it (the pool's timer looked at again): the caller does it at once
+    when this says ``False``, and asks once until it has run.
+    """
+    state = _state
+    if not state.depth:
+        return False
+    state.due.append(fn)
+    return True
 
 
 def due(write: Callable[[], None]) -> None:

@@ -262,6 +262,9 @@ class Routes:
         """Forget ``rec``, release its instance, and answer its host (``None``: nothing to answer)."""
         if self._calls.pop(rec.call_id, None) is None:
             return
+        rec.pending.on_cancel = (
+            None  # the cycle Pending -> on_cancel -> rec -> Pending, broken: freed at once
+        )
         del self._by_key[(rec.host, rec.token)]
         of_host = self._by_host[rec.host]
         del of_host[rec.call_id]

@@ -52,6 +52,7 @@ from ..core._pool import (
     Stop,
 )
 from ..core._revisions import TASKS_EXTENSION
+from ..drivers import _batch
 from ..drivers._eracache import era_cache_path, load_era_cache, save_era_cache
 from ..drivers._probe_http import probe_http
 from ..drivers._probe_stdio import probe_stdio
@@ -188,6 +189,7 @@ class Upstreams:
         self._ids = itertools.count(1)
         self._timer_changed: anyio.Event | None = None
         self._timer_at = math.inf  # when the timer loop wakes next
+        self._rearm_due = False  # the timer is looked at again at the end of this chunk
         self.clients_started = 0
         self._watched: frozenset[str] = frozenset()
         self._on_list_changed: Callable[[str, str], None] | None = None
@@ -256,7 +258,15 @@ class Upstreams:
                     if waiter.scope is not None:
                         waiter.scope.cancel()
         # Woken only for an earlier deadline: a later one (every call moves its own) waits for
-        # the loop to wake as planned and look again.
+        # the loop to wake as planned and look again.  Looked at once per chunk of input (a chunk
+        # of host requests acquires for each, a chunk of answers releases each), at its end.
+        if self._timer_changed is not None and not self._rearm_due:
+            self._rearm_due = True
+            if not _batch.at_chunk_end(self._rearm):
+                self._rearm()
+
+    def _rearm(self) -> None:
+        self._rearm_due = False
         changed = self._timer_changed
         if changed is not None:
             deadline = self.pool.get_timer()

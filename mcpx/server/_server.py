@@ -52,7 +52,7 @@ from ..core import (
     ServerConfig,
     SpecPolicy,
 )
-from ..core._actions import draft_of
+from ..core._drafts import draft_of
 from ..core._revisions import LOG_LEVELS, REVISIONS, TASKS_EXTENSION
 from ._content import to_call_result
 from ._schema import context_parameter, schema_for_signature
