@@ -619,12 +619,17 @@ class HttpServer:
     def _route(self, c: _Conn, now: float) -> None:
         assert c.request is not None
         self._check_origin_and_host(c)
-        try:
-            target = urlsplit(c.request.target.decode("latin-1"))
-        except ValueError:
-            raise _HttpError(400, "the request target is not a valid URL; request /mcp") from None
+        raw = c.request.target
+        query = ""
+        if raw[:1] == b"/" and raw[:2] != b"//" and b"?" not in raw and b"#" not in raw:
+            path = raw.decode("latin-1")  # a plain path (origin-form, no query): what urlsplit gives
+        else:
+            try:
+                target = urlsplit(raw.decode("latin-1"))
+            except ValueError:
+                raise _HttpError(400, "the request target is not a valid URL; request /mcp") from None
+            path, query = target.path, target.query
         method = c.request.method.decode("ascii", "replace")
-        path = target.path
         if path == self.http.mcp_path:
             if method == "POST":
                 self._post(c, now)
@@ -643,7 +648,7 @@ class HttpServer:
         elif path == self.http.messages_path and self._serves_http_sse():
             if method != "POST":
                 raise _HttpError(405, "the message endpoint takes POST", headers=(("allow", "POST"),))
-            self._post_legacy_sse(c, parse_qs(target.query), now)
+            self._post_legacy_sse(c, parse_qs(query), now)
         elif any(path == p or (p.endswith("/") and path.startswith(p)) for p in self.http.app_paths):
             c.out = _Out(conn=c.id, accept_sse=False)
             self._actions.append(

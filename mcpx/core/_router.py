@@ -464,6 +464,7 @@ class Router:
         self._ask_ids: Iterator[int] = itertools.count(1)
         self._last_ask_id = 0
         self._narrowed: OrderedDict[bytes, dict[str, Any]] = OrderedDict()
+        self._narrowed_last: tuple[Mapping[str, Any], dict[str, Any]] | None = None
         self._now = -math.inf
         self._actions: list[RouterAction] = []
 
@@ -585,7 +586,9 @@ class Router:
         The call was judged by the host's server session and routed by the
         caller.  ``progress_token`` is the host's own (its reports come back
         under it); ``timeout`` is seconds of upstream time, paused while a
-        question of the call is out to the host.  ``LocalProtocolError``,
+        question of the call is out to the host.  ``host_capabilities`` are
+        read, never changed: a mapping once passed must not change after
+        (a session's never do).  ``LocalProtocolError``,
         with nothing changed, for an unknown upstream, a ``(host,
         request_id)`` already in flight, or a session that cannot send.
         """
@@ -752,19 +755,28 @@ class Router:
         return up
 
     def _narrowed_for(self, host_capabilities: Mapping[str, Any]) -> dict[str, Any]:
-        """mcpx's capabilities narrowed by the host's: once per distinct set, the last few kept."""
+        """mcpx's capabilities narrowed by the host's: once per distinct set, the last few kept.
+
+        A legacy host's every call carries the one mapping its session read
+        at ``initialize`` (never changed after): that mapping, by identity,
+        is answered without writing it out again.
+        """
+        last = self._narrowed_last
+        if last is not None and last[0] is host_capabilities:
+            return last[1]
         try:
             key = orjson.dumps(host_capabilities, option=orjson.OPT_SORT_KEYS)
         except TypeError as exc:
             raise LocalProtocolError(f"host capabilities must be JSON: {exc}") from None
-        cached = self._narrowed.get(key)
-        if cached is not None:
+        narrowed = self._narrowed.get(key)
+        if narrowed is not None:
             self._narrowed.move_to_end(key)
-            return cached
-        narrowed = narrowed_capabilities(self.capabilities, host_capabilities)
-        self._narrowed[key] = narrowed
-        if len(self._narrowed) > self._cache_limit:
-            self._narrowed.popitem(last=False)
+        else:
+            narrowed = narrowed_capabilities(self.capabilities, host_capabilities)
+            self._narrowed[key] = narrowed
+            if len(self._narrowed) > self._cache_limit:
+                self._narrowed.popitem(last=False)
+        self._narrowed_last = (host_capabilities, narrowed)
         return narrowed
 
     def _ask_of(self, host: HostKey, ask_id: int) -> _Ask | None:

@@ -539,6 +539,8 @@ class ServerSession:
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must next be called, or ``None``."""
+        if not self._asks and not self._promotions and self._state is not _CLOSING and not self._owns_rounds:
+            return None  # the usual answer, after every input: nothing timed
         times = [a.deadline for a in self._asks.values()]
         times.extend(self._promotions.values())
         if self._state is _CLOSING and self._drain_deadline is not None:
@@ -596,10 +598,12 @@ class ServerSession:
             self.advance(now)
         if (
             type(obj) is dict
-            and stream is None
-            and revision is None
             and self._plain_ok
-            and self._receive_plain(obj)
+            # The transport's revision (an HTTP header) changes nothing for a legacy request on a
+            # negotiated session: _peer_revision prefers the negotiated one, _modern_shaped looks
+            # only at a modern header.  Anything else takes the general way.
+            and (revision is None or (self._negotiated is not None and not revision.is_modern))
+            and self._receive_plain(obj, stream)
         ):
             return
         if isinstance(obj, list):
@@ -1663,8 +1667,12 @@ class ServerSession:
     # which produces the same actions for the same input.  tests/unit/
     # test_plain_path.py holds the two ways to that.
 
-    def _receive_plain(self, obj: dict[str, Any]) -> bool:
-        """Serve ``obj`` if it is a plain request (see above); ``False``, nothing done, otherwise."""
+    def _receive_plain(self, obj: dict[str, Any], stream: int | None = None) -> bool:
+        """Serve ``obj`` if it is a plain request (see above); ``False``, nothing done, otherwise.
+
+        ``stream`` is the transport's name for the request's stream (an HTTP
+        request's); ``None``: its replies name its own token, as ``_serve``'s do.
+        """
         if (
             len(obj) != 4
             or self._state not in _SERVING
@@ -1736,7 +1744,7 @@ class ServerSession:
             rev,
             shape_revision,
             modern,
-            token,
+            token if stream is None else stream,
             True,
             progress_token,
             level,

@@ -8,7 +8,9 @@ Two sessions with the same configuration and stores are fed the same inputs —
 peer messages of every kind and shape, a handshake, answers and errors from
 the application, end of input — one with the quick way and one without
 (``_plain_ok = False``); after every step both must have queued the same
-actions (bytes, tokens, contexts) and stand in the same state.
+actions (bytes, tokens, contexts) and stand in the same state.  Peer messages
+come as stdio delivers them and as the HTTP binding does, on a stream of the
+transport's with the revision its header named (any revision, or none).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpx.core import HandleRequest, LocalProtocolError, RoundTable, ServerSession, TaskStore
+from mcpx.core._revisions import parse_revision
 
 from ._examples import tick
 from ._mcp import (
@@ -95,6 +98,14 @@ _STEP = st.one_of(
     st.tuples(st.just("peer"), plain_requests()),
     st.tuples(st.just("peer"), plain_requests()),
     st.tuples(st.just("peer"), near_valid_messages()),
+    st.tuples(
+        st.just("peer on a stream"),
+        st.tuples(
+            plain_requests() | near_valid_messages(),
+            st.integers(min_value=100, max_value=103),
+            st.sampled_from([None, *LEGACY_STRINGS, MODERN]),
+        ),
+    ),
     st.tuples(st.just("initialize"), st.sampled_from([*LEGACY_STRINGS, MODERN, "1999-01-01"])),
     st.tuples(st.just("initialized"), st.none()),
     st.tuples(st.just("cancel"), st.integers(min_value=0, max_value=6)),
@@ -110,6 +121,10 @@ def _apply(session: ServerSession, step: str, arg: Any, tokens: list[int], now: 
     try:
         if step == "peer":
             session.receive_json(arg, now=now)
+        elif step == "peer on a stream":
+            message, stream, header = arg
+            revision = None if header is None else parse_revision(header)
+            session.receive_json(message, stream=stream, revision=revision, now=now)
         elif step == "initialize":
             session.receive_json(orjson.loads(to_line(initialize(100, arg))), now=now)
         elif step == "initialized":
@@ -146,6 +161,11 @@ def test_the_quick_way_queues_what_the_general_way_does(with_stores: bool, steps
                 arg = orjson.loads(to_line(drawn))
             except orjson.JSONDecodeError:
                 continue
+        elif step == "peer on a stream":
+            try:
+                arg = (orjson.loads(to_line(drawn[0])), *drawn[1:])
+            except orjson.JSONDecodeError:
+                continue
         outcome = _apply(quick, step, arg, tokens, now)
         assert _apply(general, step, arg, tokens, now) == outcome, (step, arg)
         got, want = quick.next_actions(), general.next_actions()
@@ -166,3 +186,20 @@ def test_a_plain_request_takes_the_quick_way() -> None:
     assert quick._receive_plain(request(4, "tools/list", {"_meta": GOOD_META[-1]})) is True
     assert quick._receive_plain(request(5, "ping", {})) is False  # the session answers ping itself
     assert quick._receive_plain(request(1, "tools/list", {})) is False  # id 1 is in flight
+
+
+def test_a_legacy_request_on_an_http_stream_takes_the_quick_way() -> None:
+    quick, _ = _pair(False)
+    header = parse_revision(LEGACY_STRINGS[-1])
+    quick.receive_json(orjson.loads(to_line(initialize(100, LEGACY_STRINGS[-1]))), stream=100, revision=None)
+    quick.receive_json(notification("notifications/initialized"), stream=None, revision=header)
+    quick.next_actions()
+    plain = quick._receive_plain
+    taken: list[Any] = []
+    quick._receive_plain = lambda obj, stream=None: taken.append(stream) or plain(obj, stream)  # type: ignore[method-assign]
+    quick.receive_json(request(6, "tools/list", {}), stream=101, revision=header)
+    (handled,) = quick.next_actions()
+    assert taken == [101] and isinstance(handled, HandleRequest)
+    quick.respond(handled.token, {"tools": []})
+    (sent,) = quick.next_actions()
+    assert sent.stream == 101 and orjson.loads(sent.payload)["id"] == 6  # answered on the HTTP stream
