@@ -616,7 +616,9 @@ class Client:
 
         def feed_data(data: bytes) -> None:
             if data:
-                with _batch.reading():  # what its answers cause is written once, at the end of the chunk
+                # What its answers cause is written once, at the end of the chunk; the answer to the
+                # only call on it goes to its host at once.
+                with _batch.reading(alone=self.session.in_flight <= 1 and data.count(b"\n") == 1):
                     self._take_chunk(lines, data)
 
         pipe.feed_data = feed_data  # type: ignore[method-assign,assignment]  # the protocol feeds it
@@ -633,7 +635,7 @@ class Client:
             # At the end of the chunk being read (or once the loop has run what is ready): one
             # write for everything queued by then.
             self._kicking = True
-            _batch.due(self._write_now)
+            _batch.due(self._write_now, stream=True)
             return
         self._wake_writer()
 

@@ -517,7 +517,7 @@ class _StdioRunner(_Runner):
             # At the end of the chunk being read (or once the loop has run what is ready): one
             # write for everything queued by then, as the write loop would, without its wake-up.
             self.kicking = True
-            _batch.due(self._write_now)
+            _batch.due(self._write_now, stream=True)
             return
         self._wake_writer()
 
@@ -553,7 +553,9 @@ class _StdioRunner(_Runner):
 
     def take(self, data: bytes) -> None:
         """One chunk of input (``b""``: the end of it)."""
-        with _batch.reading():  # the answers and upstream calls it makes: written once, at the end
+        # What it makes (answers, upstream calls) is written once, at the end; a lone request (the
+        # host makes one call at a time) goes upstream at once.
+        with _batch.reading(alone=not self.deferred and data.count(b"\n") == 1):
             self.conn.receive_data(data, now=time.time())
             self.flush()
 

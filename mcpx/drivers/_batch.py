@@ -10,6 +10,16 @@ of the chunk, and is made then, once, with everything queued by then;
 outside one (a timer, a question answered in a task of its own) it is made
 once the event loop has run what is ready (``call_soon``).  Per thread: one
 event loop runs on each.
+
+One case is written at once instead: a chunk that is one message on a
+connection with nothing else in flight (a host making one call at a time,
+an upstream answering the only call on it).  Nothing could join its write,
+and what the daemon still has to do for the message (the pool's release,
+the mirror, the timers) then runs while the peer works on it instead of
+before: ``reading(alone=True)`` around such a chunk, and
+``due(write, stream=True)`` from a writer that takes one joined buffer (the
+stdio pipes; an HTTP response, written in parts, waits for the chunk's end
+as ever).
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ __all__ = ["at_chunk_end", "due", "reading"]
 class _State(threading.local):
     def __init__(self) -> None:
         self.depth = 0
+        self.alone = False  # the outermost chunk is one message, nothing else in flight: see above
         self.due: list[Callable[[], None]] = []
 
 
@@ -33,27 +44,39 @@ _state = _State()
 class _Reading:
     """``with reading():`` — a plain context manager: it is entered for every chunk read."""
 
-    __slots__ = ()
+    __slots__ = ("alone",)
+
+    def __init__(self, alone: bool) -> None:
+        self.alone = alone
 
     def __enter__(self) -> None:
-        _state.depth += 1
+        state = _state
+        if state.depth == 0:
+            state.alone = self.alone
+        state.depth += 1
 
     def __exit__(self, *exc: object) -> None:
         state = _state
         state.depth -= 1
         if state.depth == 0:
+            state.alone = False
             while state.due:
                 writes, state.due = state.due, []
                 for write in writes:
                     write()
 
 
-_READING = _Reading()
+_READING = _Reading(alone=False)
+_READING_ALONE = _Reading(alone=True)
 
 
-def reading() -> _Reading:
-    """Hold writes made due inside until the outermost ``reading`` ends, then make each once."""
-    return _READING
+def reading(*, alone: bool = False) -> _Reading:
+    """Hold writes made due inside until the outermost ``reading`` ends, then make each once.
+
+    ``alone``: the chunk is one message and its connection has nothing else
+    in flight; a stream's write made due inside is made at once (see above).
+    """
+    return _READING_ALONE if alone else _READING
 
 
 def at_chunk_end(fn: Callable[[], None]) -> bool:
@@ -70,13 +93,17 @@ def at_chunk_end(fn: Callable[[], None]) -> bool:
     return True
 
 
-def due(write: Callable[[], None]) -> None:
+def due(write: Callable[[], None], *, stream: bool = False) -> None:
     """Make ``write`` at the end of the chunk being read, or soon on this thread's asyncio loop.
 
-    The caller makes it due once until it has run (a flag of its own).
+    ``stream``: ``write`` writes everything queued in one buffer (a pipe), so
+    inside a chunk read ``alone`` it is made now.  The caller makes it due
+    once until it has run (a flag of its own).
     """
     state = _state
-    if state.depth:
+    if stream and state.alone:
+        write()
+    elif state.depth:
         state.due.append(write)
     else:
         asyncio.get_running_loop().call_soon(write)

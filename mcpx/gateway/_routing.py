@@ -276,9 +276,9 @@ class Routes:
         rec.asks.clear()
         if rec.follow is not None:
             rec.follow.cancel()
-        self.upstreams.release(rec.call_id, rec.scope_key if rec.per_request else None)
-        if outcome is not None:
+        if outcome is not None:  # answered first: the release below runs while the host reads it
             rec.pending.settle(outcome)
+        self.upstreams.release(rec.call_id, rec.scope_key if rec.per_request else None)
 
     # -- the router's actions -----------------------------------------------------------------
 

@@ -1,0 +1,55 @@
+"""When the drivers' held writes are made (``mcpx/drivers/_batch.py``): once per chunk, or at once for a lone message."""
+
+from __future__ import annotations
+
+import asyncio
+
+from mcpx.drivers import _batch
+
+
+def test_writes_made_due_while_a_chunk_is_read_are_made_once_at_its_end_in_order() -> None:
+    made: list[str] = []
+    with _batch.reading():
+        _batch.due(lambda: made.append("host"))
+        _batch.due(lambda: made.append("upstream"), stream=True)  # a pipe writer: still held
+        with _batch.reading():  # a nested read (the router writing from inside a chunk) changes nothing
+            _batch.due(lambda: made.append("nested"))
+        assert made == []
+    assert made == ["host", "upstream", "nested"]
+
+
+def test_in_a_lone_chunk_a_pipe_write_is_made_at_once_and_the_rest_still_waits() -> None:
+    made: list[str] = []
+    with _batch.reading(alone=True):
+        _batch.due(lambda: made.append("pipe"), stream=True)
+        assert made == ["pipe"]  # nothing could join it: written before the rest of the work
+        _batch.due(lambda: made.append("http response"))  # written in parts: waits for the end
+        with _batch.reading():  # nested inside a lone chunk: still that chunk
+            _batch.due(lambda: made.append("pipe again"), stream=True)
+        assert made == ["pipe", "pipe again"]
+    assert made == ["pipe", "pipe again", "http response"]
+    with _batch.reading():  # the next chunk is not alone unless it says so
+        _batch.due(lambda: made.append("held"), stream=True)
+        assert made[-1] == "http response"
+    assert made[-1] == "held"
+
+
+def test_outside_a_chunk_a_write_is_made_once_the_loop_has_run_what_is_ready() -> None:
+    async def main() -> list[str]:
+        made: list[str] = []
+        _batch.due(lambda: made.append("soon"), stream=True)
+        assert made == []
+        await asyncio.sleep(0)  # one turn of the loop: the write is made
+        return made
+
+    assert asyncio.run(main()) == ["soon"]
+
+
+def test_work_for_the_end_of_a_chunk_is_refused_outside_one() -> None:
+    done: list[int] = []
+    assert _batch.at_chunk_end(lambda: done.append(1)) is False
+    assert done == []  # the caller does it itself
+    with _batch.reading(alone=True):
+        assert _batch.at_chunk_end(lambda: done.append(2)) is True
+        assert done == []  # even in a lone chunk: at its end
+    assert done == [2]
