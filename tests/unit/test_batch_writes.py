@@ -37,9 +37,15 @@ def test_in_a_lone_chunk_a_pipe_write_is_made_at_once_and_the_rest_still_waits()
 def test_outside_a_chunk_a_write_is_made_once_the_loop_has_run_what_is_ready() -> None:
     async def main() -> list[str]:
         made: list[str] = []
-        _batch.due(lambda: made.append("soon"), stream=True)
-        assert made == []
-        await asyncio.sleep(0)  # one turn of the loop: the write is made
+        written = asyncio.Event()
+
+        def write() -> None:
+            made.append("soon")
+            written.set()
+
+        _batch.due(write, stream=True)
+        assert made == []  # not during the call: once the loop runs what is ready
+        await asyncio.wait_for(written.wait(), timeout=5)
         return made
 
     assert asyncio.run(main()) == ["soon"]
