@@ -633,9 +633,10 @@ class Client:
             return  # nothing queued, the writer task is writing (it takes the rest), or a write is due
         if self._write_nowait is not None:
             # At the end of the chunk being read (or once the loop has run what is ready): one
-            # write for everything queued by then.
+            # write for everything queued by then.  A server with other calls of ours in hand
+            # waits for the loop's pass, which gathers what every connection read in it sends.
             self._kicking = True
-            _batch.due(self._write_now, stream=True)
+            _batch.due(self._write_now, stream=True, busy=self.session.in_flight > 1)
             return
         self._wake_writer()
 

@@ -204,8 +204,8 @@ class _Call:
     waiting: bool = True  # False while the application holds an InputRequired
     sent: dict[str, Any] = field(default_factory=dict)  # the params of the last attempt on the wire
     version_retried: bool = False  # a -32022 was answered by one retry already
-    capabilities: dict[str, Any] | None = (
-        None  # 2026-07-28: declared for this call alone (None: the session's)
+    capabilities: Mapping[str, Any] | None = (
+        None  # 2026-07-28: declared for this call alone (None: the session's); read, never changed
     )
 
 
@@ -248,6 +248,8 @@ class ClientSession:
         self._revisions = revisions
         self._dump_option = orjson.OPT_APPEND_NEWLINE if newline else 0
         self._declared_kept: dict[tuple[Revision, bytes], dict[str, Any]] = {}
+        # The last set cut, by identity: a gateway passes one narrowed mapping per host capability set.
+        self._declared_last: tuple[Revision, Mapping[str, Any], dict[str, Any]] | None = None
         self._stream_per_request = stream_per_request
         self._answer_modern_requests = answer_modern_requests
         self._max_rounds = max_rounds
@@ -259,6 +261,9 @@ class ClientSession:
         self._tokens: Iterator[int] = itertools.count(1) if continues is None else continues._tokens
         self._calls: dict[int, _Call] = {}  # handle -> call
         self._by_id: dict[RequestId, int] = {}  # request id on the wire -> handle
+        # A call's first wire id is its handle; the ids of its retries (a round's answers, a
+        # version retry) are kept here, so that ending a call never scans every id in flight.
+        self._retry_ids: dict[int, list[RequestId]] = {}
         self._by_token: dict[str, int] = {}  # progress token -> handle
         self._server_requests: set[RequestId] = set()  # asked of us, not yet answered
         self._init_id: int | None = None
@@ -333,7 +338,9 @@ class ClientSession:
         declares, on its retries too (2026-07-28 restates them on every
         request; a gateway narrows them to its caller's).  ``None`` declares
         the session's.  Legacy sessions declared theirs once, at
-        ``initialize``, and ignore it.
+        ``initialize``, and ignore it.  ``capabilities`` is read, not
+        copied: it must not change once passed (a gateway passes one mapping
+        per host capability set, and the cut of it is kept by identity).
         """
         self._check_open()
         if not self.ready:
@@ -343,7 +350,7 @@ class ClientSession:
             method=method,
             params=dict(params or {}),
             log_level=log_level,
-            capabilities=dict(capabilities) if capabilities is not None else None,
+            capabilities=capabilities,
         )
         if progress:
             call.progress_token = f"mcpx-{next(self._tokens)}"
@@ -396,7 +403,7 @@ class ClientSession:
 
     def cancel(self, handle: int, reason: str | None = None) -> None:
         """The caller gave up on ``handle``: tell the server; nothing more is reported for it."""
-        wire_ids = [rid for rid, h in self._by_id.items() if h == handle]
+        wire_ids = self._wire_ids(handle)
         call = self._end(handle)
         if call is None:
             return
@@ -472,6 +479,9 @@ class ClientSession:
         by their JSON text.  Read only; never change what this returns.
         """
         caps = self.capabilities if own is None else own
+        last = self._declared_last
+        if last is not None and last[1] is caps and last[0] is rev:
+            return last[2]
         try:
             key = (rev, orjson.dumps(caps, option=orjson.OPT_SORT_KEYS))
         except TypeError:  # not JSON: cut it every time (sending it fails later, saying why)
@@ -483,6 +493,7 @@ class ClientSession:
             if len(self._declared_kept) >= _DECLARED_KEPT:
                 del self._declared_kept[next(iter(self._declared_kept))]  # the oldest goes
             self._declared_kept[key] = kept
+        self._declared_last = (rev, caps, kept)
         return kept
 
     def _wire_params(self, call: _Call) -> dict[str, Any]:
@@ -519,8 +530,16 @@ class ClientSession:
                 f"{method} params cannot be written as JSON ({exc}); send them less deeply nested"
             ) from None
         self._by_id[request_id] = handle
+        if request_id != handle:
+            self._retry_ids.setdefault(handle, []).append(request_id)
         self._actions.append(build_send(payload, handle, False, None))
         return handle
+
+    def _wire_ids(self, handle: int) -> list[RequestId]:
+        """The ids call ``handle`` has on the wire still unanswered, oldest first."""
+        ids: list[RequestId] = [handle] if self._by_id.get(handle) == handle else []
+        ids += [rid for rid in self._retry_ids.get(handle, ()) if rid in self._by_id]
+        return ids
 
     def _send_notification(self, method: str, params: Mapping[str, Any] | None) -> None:
         self._emit(Notification(method=method, params=dict(params) if params is not None else None).to_obj())
@@ -533,8 +552,10 @@ class ClientSession:
         call = self._calls.pop(handle, None)
         if call is None:
             return None
-        for rid in [rid for rid, h in self._by_id.items() if h == handle]:
-            del self._by_id[rid]
+        if self._by_id.get(handle) == handle:
+            del self._by_id[handle]
+        for rid in self._retry_ids.pop(handle, ()):
+            self._by_id.pop(rid, None)
         if call.progress_token is not None:
             self._by_token.pop(call.progress_token, None)
         return call

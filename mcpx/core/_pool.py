@@ -100,6 +100,7 @@ from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
 from ._drafts import builder
+from ._enums import Table
 from ._errors import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
 
 __all__ = [
@@ -305,7 +306,7 @@ class ServerState(enum.StrEnum):
     STOPPED = "stopped"
 
 
-class _In(enum.Enum):
+class _In(Table):
     STARTED = "started"
     START_FAILED = "start_failed"
     START_TIMEOUT = "start timeout"
@@ -344,13 +345,13 @@ _INSTANCE_TRANSITIONS: Final[Mapping[tuple[InstanceState, _In], tuple[str, Insta
 """(instance state, input) → (effect, next state).  ``started``/``start_failed`` on a running instance are missing: illegal."""
 
 
-class _CallState(enum.Enum):
+class _CallState(Table):
     WAITING = "waiting"  # acquired; no instance yet
     RUNNING = "running"  # granted
     ENDED = "ended"  # forgotten
 
 
-class _CallIn(enum.Enum):
+class _CallIn(Table):
     GRANT = "grant"
     REFUSE = "refuse"
     RELEASE = "release"
@@ -650,6 +651,48 @@ class Pool:
         else:
             self._serve_waiters(slot, now)
         self._keep_spare(srv, now)
+
+    def acquire_now(self, server: str, scope_key: str | None, call_id: CallId, now: float) -> int | None:
+        """``acquire`` for a call an instance can take at once: that instance, and no ``Granted`` follows.
+
+        The usual call to a running server: its slot (shared, or the caller's
+        connection) has an instance that is not starting and no call waits
+        before this one.  Otherwise ``None`` with nothing changed: ``acquire``
+        it.  The call is then the pool's as if ``acquire`` had granted it:
+        ``release`` it, or it ends in ``CallFailed`` / ``CallTimedOut``.
+        """
+        srv = self._servers.get(server)
+        if srv is None or call_id in self._calls:
+            return None
+        key: _SlotKey
+        if srv.scope == "shared":
+            key = (server, "shared", None)
+        elif srv.scope == "connection" and scope_key is not None:
+            key = (server, "connection", scope_key)
+        else:
+            return None
+        slot = self._slots.get(key)
+        if slot is None or slot.instance is None or slot.waiting:
+            return None
+        inst = self._instances[slot.instance]
+        if inst.state is _I.STARTING:
+            return None
+        now = self._clock(now)
+        budget = self.config.call_timeout
+        call = _Call(
+            id=call_id,
+            server=server,
+            slot=key,
+            state=_C.WAITING,
+            acquired_at=now,
+            wait_deadline=now + self.config.start_timeout,
+            budget=budget,
+            requested=None,
+        )
+        self._calls[call_id] = call
+        self._grant(call, inst, now)
+        self._keep_spare(srv, now)
+        return inst.id
 
     def release(self, call_id: CallId, now: float) -> None:
         """The call's answer arrived (or its caller gave up): let go of it.
@@ -1061,13 +1104,15 @@ class Pool:
     def _grant_waiters(self, slot: _Slot, inst: _Instance, now: float) -> None:
         waiting, slot.waiting = slot.waiting, []
         for call_id in waiting:
-            call = self._calls[call_id]
-            self._move_call(call, _CallIn.GRANT)
-            call.instance = inst.id
-            call.deadline = now + call.budget
-            inst.calls[call_id] = None
-            self._transition(inst, _In.GRANT, now, "")
+            self._grant(self._calls[call_id], inst, now)
             self._emit(_granted(call_id=call_id, instance=inst.id))
+
+    def _grant(self, call: _Call, inst: _Instance, now: float) -> None:
+        self._move_call(call, _CallIn.GRANT)
+        call.instance = inst.id
+        call.deadline = now + call.budget
+        inst.calls[call.id] = None
+        self._transition(inst, _In.GRANT, now, "")
 
     def _end_running(self, call: _Call, event: _CallIn, now: float) -> None:
         self._move_call(call, event)

@@ -117,7 +117,6 @@ in flight: a gateway holds hundreds, not millions.
 
 from __future__ import annotations
 
-import enum
 import itertools
 import math
 from collections import OrderedDict
@@ -142,6 +141,7 @@ from ._client import (
     ServerRequestCancelled,
 )
 from ._drafts import builder
+from ._enums import Table
 from ._errors import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
 from ._gateway import narrowed_capabilities
 from ._jsonrpc import RequestId
@@ -333,13 +333,13 @@ def relayed(result: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 
 
-class _CallState(enum.Enum):
+class _CallState(Table):
     RUNNING = "running"  # the upstream works on it; its clock runs
     ASKING = "asking"  # at least one question of it is out to the host; its clock stands still
     ENDED = "ended"  # forgotten
 
 
-class _CallIn(enum.Enum):
+class _CallIn(Table):
     ASK = "ask the host"
     SETTLE = "a question settled, others still out"
     SETTLE_LAST = "the last question settled"
@@ -347,7 +347,7 @@ class _CallIn(enum.Enum):
     TIME_OUT = "time out"
 
 
-class _Clock(enum.Enum):
+class _Clock(Table):
     KEEP = "keep"
     PAUSE = "pause"  # keep the time left; no deadline
     RESUME = "resume"  # a deadline again, the time left from now

@@ -49,7 +49,6 @@ and ``handle_timer``, plus the application's ``respond``/``respond_error``/
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -72,6 +71,7 @@ from ._actions import (
     build_send,
 )
 from ._downgrade import Ages, downgrade, downgrade_error, envelope
+from ._enums import Table
 from ._errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -121,7 +121,7 @@ from ._tasks import Task, TaskStore
 __all__ = ["ConnectionState", "ServerConfig", "ServerSession"]
 
 
-class ConnectionState(enum.Enum):
+class ConnectionState(Table):
     NEW = "new"  # nothing negotiated: legacy requests are judged as 2024-11-05
     INITIALIZING = "initializing"  # initialize answered; waiting for notifications/initialized
     READY = "ready"
@@ -134,7 +134,7 @@ class ConnectionState(enum.Enum):
     __hash__ = object.__hash__
 
 
-class _Input(enum.Enum):
+class _Input(Table):
     INITIALIZE = "initialize"
     BAD_INITIALIZE = "initialize that cannot be accepted"
     INITIALIZED = "notifications/initialized"

@@ -322,17 +322,18 @@ class _Runner:
 
     def _settle(self, token: int, outcome: Outcome) -> None:
         """``Pending.settle``: answer the deferred request ``token`` (ignored once settled or dropped)."""
-
-        def settle() -> None:
-            pending = self.deferred.pop(token, None)
-            if pending is None:
-                return
-            self.contexts.pop(token, None)
-            apply_outcome(self.core, token, outcome)
-            if self.watch is not None:
-                self.request_ended(self.watch, pending.context.request_id)
-
-        self.post(settle)
+        if threading.get_ident() != self.loop_thread:
+            self.post(functools.partial(self._settle, token, outcome))  # back here, on the loop
+            return
+        pending = self.deferred.pop(token, None)
+        if pending is None:
+            return
+        self.contexts.pop(token, None)
+        self.clock_in()
+        apply_outcome(self.core, token, outcome)
+        if self.watch is not None:
+            self.request_ended(self.watch, pending.context.request_id)
+        self.flush()
 
     def _drop_deferred(self, token: int) -> None:
         """The peer cancelled deferred request ``token``: the core forgets it; the server is told."""

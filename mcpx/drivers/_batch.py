@@ -20,6 +20,11 @@ before: ``reading(alone=True)`` around such a chunk, and
 ``due(write, stream=True)`` from a writer that takes one joined buffer (the
 stdio pipes; an HTTP response, written in parts, waits for the chunk's end
 as ever).
+
+The other way round, a write to a peer that is busy with earlier calls of
+ours waits for the loop to run what is ready (``due(write, busy=True)``):
+a delay that costs that peer nothing, and gathers what the other
+connections read in the same pass send it.
 """
 
 from __future__ import annotations
@@ -93,17 +98,21 @@ def at_chunk_end(fn: Callable[[], None]) -> bool:
     return True
 
 
-def due(write: Callable[[], None], *, stream: bool = False) -> None:
+def due(write: Callable[[], None], *, stream: bool = False, busy: bool = False) -> None:
     """Make ``write`` at the end of the chunk being read, or soon on this thread's asyncio loop.
 
     ``stream``: ``write`` writes everything queued in one buffer (a pipe), so
-    inside a chunk read ``alone`` it is made now.  The caller makes it due
-    once until it has run (a flag of its own).
+    inside a chunk read ``alone`` it is made now.  ``busy``: the peer has
+    work of ours in hand already, so the write waits for the loop to run
+    what is ready (every connection read in this pass adds its part) even
+    inside a chunk: sixteen HTTP connections, each read in a callback of its
+    own, send their calls upstream in one write, not sixteen.  The caller
+    makes it due once until it has run (a flag of its own).
     """
     state = _state
     if stream and state.alone:
         write()
-    elif state.depth:
+    elif state.depth and not busy:
         state.due.append(write)
     else:
         asyncio.get_running_loop().call_soon(write)

@@ -198,7 +198,9 @@ class Routes:
         self._by_key[(host, rec.token)] = rec
         self._by_host.setdefault(host, {})[call_id] = rec
         pending.on_cancel = functools.partial(self._host_cancelled, rec)
-        self.upstreams.acquire(server, scope_key, call_id)  # Granted (maybe at once) comes to granted()
+        instance = self.upstreams.acquire(server, scope_key, call_id)
+        if instance is not None:  # the usual call: a running instance with room (else granted() later)
+            self.granted(call_id, instance)
 
     def granted(self, call_id: str, instance: int) -> None:
         """The pool gave the call ``instance``: it goes upstream."""

@@ -78,29 +78,38 @@ class InflightMirror:
         os.ftruncate(fd, MIRROR_SIZE)
         self._map = mmap.mmap(fd, MIRROR_SIZE)
         self._free = list(range(SLOTS - 1, -1, -1))
-        self._slots: dict[
-            bytes, list[int]
-        ] = {}  # encoded id -> its slots (an id may be reused once answered)
+        # The host's id (an int or a string, as the session accepts) -> its slot, or its slots
+        # when the host reused an id whose answer is not written yet.
+        self._slots: dict[Any, int | list[int]] = {}
 
     def add(self, request_id: Any) -> bool:
-        data = encode_id(request_id)
+        data = b"%d" % request_id if type(request_id) is int else encode_id(request_id)
         if len(data) >= SLOT or not self._free:
             return False
         slot = self._free.pop()
         base = slot * SLOT
         self._map[base + 1 : base + 1 + len(data)] = data
         self._map[base] = len(data)  # last: the slot is whole once this is set
-        self._slots.setdefault(data, []).append(slot)
+        held = self._slots.get(request_id)
+        if held is None:
+            self._slots[request_id] = slot
+        elif isinstance(held, int):
+            self._slots[request_id] = [held, slot]
+        else:
+            held.append(slot)
         return True
 
     def done(self, request_id: Any) -> bool:
-        data = encode_id(request_id)
-        slots = self._slots.get(data)
-        if not slots:
+        held = self._slots.get(request_id)
+        if held is None:
             return False
-        slot = slots.pop()
-        if not slots:
-            del self._slots[data]
+        if isinstance(held, int):
+            slot = held
+            del self._slots[request_id]
+        else:
+            slot = held.pop()
+            if len(held) == 1:
+                self._slots[request_id] = held[0]
         self._map[slot * SLOT] = 0  # first: a free slot is never read as an id
         self._free.append(slot)
         return True

@@ -280,9 +280,18 @@ class Upstreams:
         config = self.servers.get(server)
         return self.routes is not None and config is not None and config.url is None
 
-    def acquire(self, server: str, scope_key: str, call_id: str) -> None:
-        self.pool.acquire(server, scope_key, call_id, time.monotonic())
+    def acquire(self, server: str, scope_key: str, call_id: str) -> int | None:
+        """An instance for the routed call ``call_id``: returned when the pool grants one at once.
+
+        Otherwise ``None``, and the pool's ``Granted`` (or refusal) comes to
+        ``Routes.granted`` (``Routes.failed``) later, or before this returns.
+        """
+        now = time.monotonic()
+        instance = self.pool.acquire_now(server, scope_key, call_id, now)
+        if instance is None:
+            self.pool.acquire(server, scope_key, call_id, now)
         self._perform()
+        return instance
 
     def release(self, call_id: str, scope_key: str | None = None) -> None:
         """The call ended; ``scope_key``: a scope of its own (a 2026-07-28 request), ended with it."""

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -187,6 +187,34 @@ class PoolMachine(RuleBasedStateMachine):
     def acquire_shared(self, key: str) -> None:
         """The commonest call of all: a shared server, the configured timeout."""
         self.acquire(server="sh", key=key, timeout=None)
+
+    @rule(server=st.sampled_from([*SERVERS, "nope"]), key=st.sampled_from(CONNECTIONS))
+    def acquire_now(self, server: str, key: str) -> None:
+        """The router's way: granted at once (no ``Granted``), or nothing changed and ``acquire`` after."""
+        call = self.next_call
+        self.next_call += 1
+        before = self.pool.status(self.now)
+        instance = self.pool.acquire_now(server, key, call, self.now)
+        if instance is None:
+            assert self.pool.status(self.now) == before, "acquire_now changed the pool and granted nothing"
+            assert self.pool.instance_of(call) is None
+            assert self.pool.next_actions() == []
+            self.next_call -= 1
+            self.acquire(server=server, key=key, timeout=None)
+            event("acquire_now: not at once")
+            return
+        event("acquire_now: granted at once")
+        led = self.ledger
+        assert not any(isinstance(a, Granted) for a in self.pool.next_actions()), "granted twice"
+        assert instance in led.started and instance not in led.stopped, "granted on an instance not running"
+        assert led.spawned[instance] == server
+        led.calls[call] = "granted"
+        led.call_server[call] = server
+        led.call_instance[call] = instance
+        self.budgets[call] = CONFIG.call_timeout
+        led.wait_until[call] = self.now + CONFIG.start_timeout
+        led.run_until[call] = self.now + CONFIG.call_timeout
+        assert self.pool.deadline_for(call) == self.now + CONFIG.call_timeout
 
     @precondition(lambda self: self.ledger.calls)
     @rule(data=st.data())
