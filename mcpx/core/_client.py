@@ -95,6 +95,7 @@ __all__ = [
 
 MODERN: Final = Revision.V2026_07_28
 NEWEST_LEGACY: Final = LEGACY_REVISIONS[-1]
+_MODERN_NAME: Final = str(MODERN)
 _DECLARED_KEPT: Final = 16  # distinct capability sets cut to a revision, kept (hosts declare few)
 
 # A server request and the client capability that must have been declared for it.
@@ -342,8 +343,9 @@ class ClientSession:
         copied: it must not change once passed (a gateway passes one mapping
         per host capability set, and the cut of it is kept by identity).
         """
-        self._check_open()
-        if not self.ready:
+        state = self._state
+        if state.closed or state.failed is not None or not state.ready:
+            self._check_open()  # raises, saying why
             raise LocalProtocolError("the session is not ready: start() and wait for Ready first")
         call = _Call(
             handle=0,
@@ -502,7 +504,7 @@ class ClientSession:
         if call.progress_token is not None:
             meta["progressToken"] = call.progress_token
         if self.modern:
-            meta[META_PROTOCOL_VERSION] = str(MODERN)
+            meta[META_PROTOCOL_VERSION] = _MODERN_NAME
             meta[META_CLIENT_CAPABILITIES] = self._declared(MODERN, call.capabilities)
             meta[META_CLIENT_INFO] = self.client_info
             if call.log_level is not None:
@@ -588,7 +590,7 @@ class ClientSession:
             self._initialized(call, message.result)
             return
         result = message.result
-        kind = result.get("resultType") if isinstance(result, Mapping) else None
+        kind = result.get("resultType") if type(result) is dict or isinstance(result, Mapping) else None
         if kind == "input_required" and self.modern:
             requests = result.get("inputRequests")
             state = result.get("requestState")

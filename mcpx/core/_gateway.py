@@ -1321,8 +1321,11 @@ class GatewaySurface:
 # ----------------------------------------------------------------------------
 
 
-def _forwarded(params: Mapping[str, Any]) -> dict[str, Any]:
+def _forwarded(params: Mapping[str, Any]) -> Mapping[str, Any]:
     # ``task`` asks mcpx to run the call as a task; mcpx never task-augments upstream (seed §6).
+    # Read only, as a Route's params are: the host's own params when there is nothing to drop.
+    if "task" not in params:
+        return params
     return {key: value for key, value in params.items() if key != "task"}
 
 

@@ -691,7 +691,8 @@ class Pool:
         )
         self._calls[call_id] = call
         self._grant(call, inst, now)
-        self._keep_spare(srv, now)
+        if srv.scope != "shared":  # a shared server keeps no spare
+            self._keep_spare(srv, now)
         return inst.id
 
     def release(self, call_id: CallId, now: float) -> None:

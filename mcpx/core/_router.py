@@ -304,7 +304,7 @@ def upstream_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     params = params or {}
     out = {k: v for k, v in params.items() if k not in ("_meta", "task")}
     meta = params.get("_meta")
-    if isinstance(meta, Mapping):
+    if meta is not None and isinstance(meta, Mapping):
         kept = {
             k: v
             for k, v in meta.items()
@@ -319,7 +319,7 @@ def relayed(result: Mapping[str, Any]) -> dict[str, Any]:
     """An upstream's result as the host gets it: its content verbatim, its envelope not (spec/gateway.md §1)."""
     out = {k: v for k, v in result.items() if k not in _ENVELOPE_KEYS}
     meta = out.get("_meta")
-    if isinstance(meta, Mapping) and _ENVELOPE_META in meta:
+    if meta is not None and isinstance(meta, Mapping) and _ENVELOPE_META in meta:
         rest = {k: v for k, v in meta.items() if k != _ENVELOPE_META}
         if rest:
             out["_meta"] = rest
@@ -377,6 +377,8 @@ _CALL_TRANSITIONS: Final[Mapping[tuple[_CallState, _CallIn], tuple[_CallState, _
 @dataclass(slots=True)
 class _Call:
     key: _CallKey
+    host: HostKey  # key[0]
+    request_id: RequestId  # key[1]
     upstream: UpstreamKey
     handle: int
     method: str
@@ -388,14 +390,6 @@ class _Call:
     state: _CallState = _S.RUNNING
     asks: dict[int, None] = field(default_factory=dict)  # ask ids, in the order asked
     silent: bool = False  # its host is gone: nothing more goes to it
-
-    @property
-    def host(self) -> HostKey:
-        return self.key[0]
-
-    @property
-    def request_id(self) -> RequestId:
-        return self.key[1]
 
 
 @dataclass(slots=True)
@@ -533,10 +527,12 @@ class Router:
         ``now`` times what the value starts or ends: a question pauses its
         call's clock, an answer settles a call.
         """
-        up = self._upstream(upstream)
-        self._clock(now)
+        up = self._upstreams.get(upstream)
+        if up is None:
+            up = self._upstream(upstream)  # raises, saying why
+        self._now = max(self._now, now)
         up.session.receive_json(obj)
-        self._drain(upstream)
+        self._drain(upstream, up)
 
     def drain(self, upstream: UpstreamKey) -> None:
         """The caller used ``upstream``'s session itself (a request of its own, a cancel): translate what it queued.
@@ -592,7 +588,8 @@ class Router:
         with nothing changed, for an unknown upstream, a ``(host,
         request_id)`` already in flight, or a session that cannot send.
         """
-        if not _valid_id(request_id):
+        kind = type(request_id)
+        if kind is not int and kind is not str and not _valid_id(request_id):
             raise LocalProtocolError(f"a request id is a string or an integer, not {request_id!r}")
         if progress_token is not None and not _valid_id(progress_token):
             raise LocalProtocolError(f"a progress token is a string or an integer, not {progress_token!r}")
@@ -603,9 +600,13 @@ class Router:
         key: _CallKey = (host, request_id)
         if key in self._calls:
             raise LocalProtocolError(f"host {host!r} already has request {request_id!r} in flight")
-        up = self._upstream(upstream)
+        up = self._upstreams.get(upstream)
+        if up is None:
+            up = self._upstream(upstream)  # raises, saying why
         narrowed = self._narrowed_for(host_capabilities)
-        now = self._clock(now)
+        self._now = max(self._now, now)
+        now = self._now
+        roots = host_capabilities.get("roots")
         handle = up.session.request(  # raises before changing anything when the session cannot send
             method,
             upstream_params(params),
@@ -615,18 +616,20 @@ class Router:
         )
         call = _Call(
             key=key,
+            host=host,
+            request_id=request_id,
             upstream=upstream,
             handle=handle,
             method=method,
             progress_token=progress_token,
-            declares_roots=isinstance(host_capabilities.get("roots"), Mapping),
+            declares_roots=type(roots) is dict or isinstance(roots, Mapping),
             timeout=timeout,
             deadline=None if timeout is None else now + timeout,
         )
         self._calls[key] = call
         self._by_host.setdefault(host, {})[request_id] = None
         up.calls[handle] = key
-        self._drain(upstream)
+        self._drain(upstream, up)
 
     def host_cancelled(self, host: HostKey, request_id: RequestId, reason: str | None = None) -> None:
         """The host gave up on its call: it is cancelled upstream and never answered.  Drain after this.
@@ -819,7 +822,7 @@ class Router:
         the call upstream where that is needed.
         """
         up = self._upstreams[call.upstream]
-        for ask_id in list(call.asks):
+        for ask_id in list(call.asks) if call.asks else ():
             ask = self._asks.pop(ask_id)
             if ask.server_request is not None:
                 del up.questions[ask.server_request]
@@ -888,9 +891,10 @@ class Router:
 
     # -- internals: the session's outputs ---------------------------------------------------
 
-    def _drain(self, upstream: UpstreamKey) -> None:
+    def _drain(self, upstream: UpstreamKey, up: _Upstream | None = None) -> None:
         """Translate ``upstream``'s session actions, and those the translation itself causes."""
-        up = self._upstreams[upstream]
+        if up is None:
+            up = self._upstreams[upstream]
         while actions := up.session.next_actions():
             for action in actions:
                 self._translate(upstream, up, action)
@@ -901,6 +905,8 @@ class Router:
                 self._actions.append(
                     _send_upstream(upstream=upstream, payload=action.payload, stream=action.stream)
                 )
+        elif type(action) is Completed and action.handle in up.calls:  # the usual answer, first
+            self._end(self._calls[up.calls[action.handle]], result=action.result)
         elif isinstance(action, AbandonStream):
             if not up.lost:
                 self._actions.append(AbandonUpstream(upstream=upstream, handle=action.handle))

@@ -150,6 +150,7 @@ class _Runner:
         self.waiters = Waiters()
         self.watch: RequestWatch | None = None
         self.deferred: dict[int, Pending] = {}  # requests a Deferred answers later, by token
+        self.sink = PostingSink(self.post, self.core, self)  # every handler's Context reports through it
         self.connection = next(_connections)
 
     def perform(self, action: object) -> None:
@@ -309,7 +310,7 @@ class _Runner:
 
     def _defer(self, action: HandleRequest, deferred: Deferred) -> None:
         token = action.token
-        ctx = Context(action.context, PostingSink(self.post, self.core, self))
+        ctx = Context(action.context, self.sink)
         pending = Pending(ctx, self.connection, functools.partial(self._settle, token))
         self.deferred[token] = pending
         self.contexts[token] = ctx
@@ -357,7 +358,7 @@ class _Runner:
         try:
             ctx = None
             if call.context_param is not None:
-                ctx = Context(action.context, PostingSink(self.post, self.core, self))
+                ctx = Context(action.context, self.sink)
             outcome = _run_to_end(call, call.kwargs if ctx is None else call_kwargs(call, ctx))
             self.clock_in()
             apply_outcome(self.core, action.token, outcome)
@@ -374,9 +375,7 @@ class _Runner:
         if watch is not None:
             watch.started(action.context.request_id)
         try:
-            await self._run_call(
-                token, invocation, Context(action.context, PostingSink(self.post, self.core, self))
-            )
+            await self._run_call(token, invocation, Context(action.context, self.sink))
         finally:
             if watch is not None:
                 self.request_ended(watch, action.context.request_id)

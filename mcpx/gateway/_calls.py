@@ -26,6 +26,7 @@ __all__ = [
     "ask_host",
     "ask_round",
     "follow_task",
+    "may_need_a_core_task",
     "needs_core_task",
     "needs_core_task_now",
     "run_core_task",
@@ -162,7 +163,8 @@ async def follow_task(
         raise
 
 
-def _may_need_a_core_task(client: Client, method: str) -> bool:
+def may_need_a_core_task(client: Client, method: str) -> bool:
+    """Whether ``method`` to ``client``'s server could be a tool that runs only as a task (2025-11-25)."""
     return method == "tools/call" and not client.session.modern and client.revision == Revision.V2025_11_25
 
 
@@ -177,14 +179,14 @@ def _task_only(tools: list[Any], params: Mapping[str, Any] | None) -> bool:
 
 async def needs_core_task(client: Client, method: str, params: Mapping[str, Any] | None) -> bool:
     """A 2025-11-25 upstream's tool that runs only as a task (``execution.taskSupport: "required"``)."""
-    if not _may_need_a_core_task(client, method):
+    if not may_need_a_core_task(client, method):
         return False
     return _task_only(await client.cached_list("tools/list"), params)
 
 
 def needs_core_task_now(client: Client, method: str, params: Mapping[str, Any] | None) -> bool | None:
     """``needs_core_task`` from the tools the client keeps, without asking; ``None``: it must ask."""
-    if not _may_need_a_core_task(client, method):
+    if not may_need_a_core_task(client, method):
         return False
     kept = client.kept_now("tools/list")
     return None if kept is None else _task_only(kept, params)

@@ -68,7 +68,7 @@ from ..core._router import (
     upstream_params,
 )
 from ..server import Outcome, Pending
-from ._calls import ask_round, needs_core_task, needs_core_task_now, run_core_task
+from ._calls import ask_round, may_need_a_core_task, needs_core_task, needs_core_task_now, run_core_task
 
 if TYPE_CHECKING:
     from ._upstreams import Upstreams
@@ -84,6 +84,7 @@ class _Routed:
 
     call_id: str
     pending: Pending
+    token: int  # the pending request's
     host: _HostKey
     server: str
     method: str
@@ -95,10 +96,6 @@ class _Routed:
     routed: bool = False  # the router holds it
     asks: dict[int, anyio.CancelScope] = field(default_factory=dict)  # questions out to the host
     follow: anyio.CancelScope | None = None  # an upstream task being followed, or a core task run
-
-    @property
-    def token(self) -> int:
-        return self.pending.token
 
 
 class _Link:
@@ -133,6 +130,7 @@ class Routes:
         self.router = Router(capabilities=capabilities)
         self.clients: dict[Hashable, Client] = {}  # linked instances, by instance id
         self._servers: dict[int, str] = {}  # instance -> its server's name
+        self._may_task: set[int] = set()  # 2025-11-25 instances, whose tools may run only as tasks
         self._calls: dict[str, _Routed] = {}  # by pool call id
         self._by_key: dict[tuple[_HostKey, int], _Routed] = {}  # by the router's key
         self._by_host: dict[_HostKey, dict[str, _Routed]] = {}  # a host's calls: where its logs go
@@ -154,6 +152,8 @@ class Routes:
         """A started instance whose client the router drives from now on."""
         self.clients[instance] = client
         self._servers[instance] = server
+        if may_need_a_core_task(client, "tools/call"):  # its revision is fixed once linked
+            self._may_task.add(instance)
         self.router.add_upstream(instance, client.session)
         client.link(_Link(self, instance))
         self.dispatch()
@@ -163,6 +163,7 @@ class Routes:
         if self.clients.pop(instance, None) is None:
             return
         server = self._servers.pop(instance)
+        self._may_task.discard(instance)
         self.router.upstream_lost(instance, f"server {server!r}: {reason}", now=time.monotonic())
         self.upstreams.instance_lost(instance, f"server {server!r} exited; {reason}")
         self.dispatch()
@@ -186,6 +187,7 @@ class Routes:
         rec = _Routed(
             call_id=call_id,
             pending=pending,
+            token=pending.token,
             host=host,
             server=server,
             method=method,
@@ -213,7 +215,7 @@ class Routes:
             self.upstreams.instance_lost(instance, f"server {rec.server!r} exited")
             self._end(rec, _went_away(rec.server))
             return
-        if needs_core_task_now(client, rec.method, rec.params) is not False:
+        if instance in self._may_task and needs_core_task_now(client, rec.method, rec.params) is not False:
             # A 2025-11-25 tool that runs only as a task, or one whose tools are not kept yet.
             self._spawn(rec, self._maybe_core_task(rec, client))
             return
@@ -272,10 +274,11 @@ class Routes:
         del of_host[rec.call_id]
         if not of_host:
             del self._by_host[rec.host]
-        for ask_id, scope in rec.asks.items():
-            self._asks.pop(ask_id, None)
-            scope.cancel()
-        rec.asks.clear()
+        if rec.asks:
+            for ask_id, scope in rec.asks.items():
+                self._asks.pop(ask_id, None)
+                scope.cancel()
+            rec.asks.clear()
         if rec.follow is not None:
             rec.follow.cancel()
         if outcome is not None:  # answered first: the release below runs while the host reads it
@@ -295,9 +298,10 @@ class Routes:
                     self._perform(action)
         finally:
             self._dispatching = False
-            written, self._written = self._written, set()
-            for client in written:  # what the router wrote, one write per instance
-                client.kick()
+            if self._written:
+                written, self._written = self._written, set()
+                for client in written:  # what the router wrote, one write per instance
+                    client.kick()
 
     def _perform(self, action: object) -> None:
         if isinstance(action, SendUpstream):

@@ -271,13 +271,17 @@ class GatewayServer(Server):
         call to run as an mcpx task, an HTTP upstream, or SSE polling take
         the awaited path (mcpx/gateway/_routing.py says why).
         """
-        if method in _LISTS or self.sse_poll_after > 0 or isinstance(params.get("task"), Mapping):
+        task = params.get("task")
+        if method in _LISTS or self.sse_poll_after > 0 or (task is not None and isinstance(task, Mapping)):
             return None
         if self.upstreams.routes is None:
             return None
         servers, listing = self._needs_catalogs(method, params)
-        if listing or not all(self._usable(self._known[name], None) for name in servers):
+        if listing:
             return None
+        for name in servers:
+            if self._known[name].seen is None:  # never read: a call needs any catalog read (_usable)
+                return None
         decided = self._decide(self._current(), method, params, context.revision)
         if not isinstance(decided, Route):
             return self._settled(decided)
@@ -668,7 +672,7 @@ def scope_key(context: RequestContext) -> tuple[str, bool]:
     if isinstance(named, str) and named:
         return f"named:{named}", False
     identity = context.identity
-    if identity is not None and (not context.revision.is_modern or identity.startswith(HOST_PREFIX)):
+    if identity is not None and (identity.startswith(HOST_PREFIX) or not context.revision.is_modern):
         return identity, False  # a host on its own stdio is one connection in both eras
     return f"request:{next(_request_keys)}", True
 

@@ -34,7 +34,7 @@ import binascii
 import inspect
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar, overload
 
@@ -154,7 +154,7 @@ class Context:
         self.request = request
         self._sink = sink
         self._cancelled = False
-        self._keys = itertools.count(1)
+        self._keys: Iterator[int] | None = None  # numbers for generated question keys, once one is asked
 
     @property
     def revision(self) -> Revision:
@@ -176,6 +176,11 @@ class Context:
     def _cancel(self) -> None:
         self._cancelled = True
 
+    def _next_key(self) -> int:
+        if self._keys is None:
+            self._keys = itertools.count(1)
+        return next(self._keys)
+
     def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
@@ -193,7 +198,7 @@ class Context:
     ) -> Question:
         """A question for ``ask``; ``key`` names its answer (given or generated)."""
         return Question(
-            key=key or f"{method.split('/', maxsplit=1)[0]}-{next(self._keys)}",
+            key=key or f"{method.split('/', maxsplit=1)[0]}-{self._next_key()}",
             method=method,
             params=params or {},
         )
@@ -248,7 +253,7 @@ class Context:
                 "mode": "url",
                 "message": message,
                 "url": url,
-                "elicitationId": elicitation_id or f"e-{next(self._keys)}",
+                "elicitationId": elicitation_id or f"e-{self._next_key()}",
             },
             key=key,
         )
@@ -346,17 +351,14 @@ class Pending:
     any thread (the blocking driver posts it under its lock).
     """
 
-    __slots__ = ("_settle", "connection", "context", "on_cancel")
+    __slots__ = ("_settle", "connection", "context", "on_cancel", "token")
 
     def __init__(self, context: Context, connection: int, settle: Callable[[Outcome], None]) -> None:
         self.context = context
         self.connection = connection
+        self.token: int = context.request.token  # the request's token on its connection
         self._settle = settle
         self.on_cancel: Callable[[], None] | None = None
-
-    @property
-    def token(self) -> int:
-        return self.context.request.token
 
     def settle(self, outcome: Outcome) -> None:
         self._settle(outcome)
