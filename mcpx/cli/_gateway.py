@@ -318,7 +318,12 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option(help="Servers offered under their own names (mcp.passthrough).")
         ] = None,
         mcp_spec: Annotated[str | None, typer.Option("--mcp-spec", help="spec.first.")] = None,
-        loop: Annotated[str, typer.Option(help="asyncio, uvloop or trio.", envvar="MCPX_LOOP")] = "asyncio",
+        loop: Annotated[
+            str | None,
+            typer.Option(
+                help="asyncio, uvloop or trio [default: uvloop where installed].", envvar="MCPX_LOOP"
+            ),
+        ] = None,
         state: StateOption = None,
     ) -> None:
         """Serve the gateway: /mcp (MCP, every revision) and /v1 (the ops API) on one listener.
@@ -326,8 +331,9 @@ def register(app: typer.Typer) -> None:
         Without a configuration file the upstream is mcpx's own demo server,
         named demo.  Stop it with Ctrl-C (or SIGTERM).
         """
-        from ._daemon_command import run
+        from ._daemon_command import default_loop, run
 
+        loop = loop or default_loop()
         if loop not in ("asyncio", "uvloop", "trio"):
             raise typer.BadParameter("--loop must be asyncio, uvloop or trio")
         named = {
@@ -346,11 +352,12 @@ def register(app: typer.Typer) -> None:
         transport: Annotated[str, typer.Option(help="stdio (the only one: see below).")] = "stdio",
         config: ConfigOption = None,
         loop: Annotated[
-            str,
+            str | None,
             typer.Option(
-                help="The event loop of a daemon it starts: asyncio, uvloop or trio.", envvar="MCPX_LOOP"
+                help="The event loop of a daemon it starts: asyncio, uvloop or trio [default: the daemon's].",
+                envvar="MCPX_LOOP",
             ),
-        ] = "asyncio",
+        ] = None,
         state: StateOption = None,
     ) -> None:
         """Be the gateway for an MCP host that spawns its servers: the host's stdio handed to the daemon.
@@ -366,7 +373,7 @@ def register(app: typer.Typer) -> None:
                 err=True,
             )
             raise typer.Exit(2)
-        if loop not in ("asyncio", "uvloop", "trio"):
+        if loop is not None and loop not in ("asyncio", "uvloop", "trio"):
             raise typer.BadParameter("--loop must be asyncio, uvloop or trio")
         from ..gateway._shim import run_shim
 

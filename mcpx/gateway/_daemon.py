@@ -729,6 +729,7 @@ def run_daemon(
             "unix": unix_path,
             "serve": serve_path,
             "version": __version__,
+            "loop": loop,
         }
         write_state_file(state, DAEMON_FILE, orjson.dumps(info))
         if ready is not None:

@@ -377,8 +377,8 @@ def main(argv: Sequence[str]) -> int | None:
             if not value or value.startswith("--"):
                 return None
         given[name[2:]] = value
-    loop = given.get("loop") or os.environ.get("MCPX_LOOP") or "asyncio"
-    if given.get("transport", "stdio") != "stdio" or loop not in ("asyncio", "uvloop", "trio"):
+    loop = given.get("loop") or os.environ.get("MCPX_LOOP")  # None: the daemon's own default
+    if given.get("transport", "stdio") != "stdio" or loop not in (None, "asyncio", "uvloop", "trio"):
         return None  # the typer command refuses these with its own message
     from ..config import ConfigError, load_config
 

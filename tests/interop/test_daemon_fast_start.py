@@ -33,13 +33,15 @@ def _imported(stderr: str) -> set[str]:
     return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
 
 
-def test_the_daemon_as_mcpx_serve_starts_it_imports_no_cli_framework(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    argv = [sys.executable, "-X", "importtime", "-m", "mcpx", "daemon", "--state", str(state)]
+def _serve_once(root: Path, *args: str) -> tuple[str, str]:
+    """Start ``mcpx daemon`` (import times on), wait until it serves, stop it: its stderr and daemon.json."""
+    state = root / "state"
+    argv = [sys.executable, "-X", "importtime", "-m", "mcpx", "daemon", "--state", str(state), *args]
     process = subprocess.Popen(
-        argv, env=_env(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT
+        argv, env=_env(root), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT
     )
     lines: list[str] = []
+    info: list[str] = []
     serving = threading.Event()
 
     def read() -> None:  # the daemon says where its ops API is once it serves
@@ -47,6 +49,7 @@ def test_the_daemon_as_mcpx_serve_starts_it_imports_no_cli_framework(tmp_path: P
         for line in process.stderr:
             lines.append(line)
             if line.startswith("mcpx: ops API at "):
+                info.append((state / "daemon.json").read_text())  # written before it says so
                 serving.set()
 
     reader = threading.Thread(target=read, daemon=True)
@@ -57,7 +60,11 @@ def test_the_daemon_as_mcpx_serve_starts_it_imports_no_cli_framework(tmp_path: P
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
         reader.join(10)
-    stderr = "".join(lines)
+    return "".join(lines), info[0]
+
+
+def test_the_daemon_as_mcpx_serve_starts_it_imports_no_cli_framework(tmp_path: Path) -> None:
+    stderr, info = _serve_once(tmp_path)
     messages = [line for line in stderr.splitlines() if not line.startswith("import time:")]
     assert any(line.startswith("mcpx: daemon serving MCP at http://127.0.0.1:") for line in messages), (
         messages
@@ -65,6 +72,15 @@ def test_the_daemon_as_mcpx_serve_starts_it_imports_no_cli_framework(tmp_path: P
     assert any("serving the built-in default" in line for line in messages), messages
     assert not [name for name in _imported(stderr) if name.split(".")[0] in HEAVY]
     assert "mcpx.cli._daemon_command" in _imported(stderr)
+    # No loop named: uvloop, a dependency everywhere but Windows (spec/gateway.md §8); daemon.json says so.
+    assert "uvloop" in _imported(stderr)
+    assert '"loop":"uvloop"' in info, info
+
+
+def test_a_named_loop_is_the_one_the_daemon_runs(tmp_path: Path) -> None:
+    stderr, info = _serve_once(tmp_path, "--loop", "asyncio")
+    assert '"loop":"asyncio"' in info, info
+    assert "uvloop" not in _imported(stderr), "asked for asyncio, it must not load uvloop"
 
 
 def test_what_the_fast_path_leaves_to_typer_typer_answers(tmp_path: Path) -> None:
