@@ -11,7 +11,6 @@ same either way.  spec/gateway.md §8.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -33,13 +32,13 @@ OPTIONS: Mapping[str, str] = {  # the option -> the setting it sets ("" for --lo
 
 
 def default_loop() -> str:
-    """The daemon's event loop when none is named: uvloop where it is installed (a dependency off Windows), else asyncio.
+    """The daemon's event loop when none is named: asyncio.
 
-    uvloop's transports and loop are written in C: the daemon spends less of
-    each call in the loop (spec/gateway.md §11 has the figures).
+    uvloop, measured side by side, costs the daemon the same per routed call
+    (its work is Python, not the loop's), and on it a handed-over host's
+    garbage input makes asyncio's futures log a traceback (spec/gateway.md
+    §8): it is ``--loop uvloop`` when wanted.
     """
-    if sys.platform != "win32" and importlib.util.find_spec("uvloop") is not None:
-        return "uvloop"
     return "asyncio"
 
 

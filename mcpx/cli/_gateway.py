@@ -320,9 +320,7 @@ def register(app: typer.Typer) -> None:
         mcp_spec: Annotated[str | None, typer.Option("--mcp-spec", help="spec.first.")] = None,
         loop: Annotated[
             str | None,
-            typer.Option(
-                help="asyncio, uvloop or trio [default: uvloop where installed].", envvar="MCPX_LOOP"
-            ),
+            typer.Option(help="asyncio, uvloop or trio [default: asyncio].", envvar="MCPX_LOOP"),
         ] = None,
         state: StateOption = None,
     ) -> None:

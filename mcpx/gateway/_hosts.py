@@ -187,6 +187,11 @@ class HostListener:
 
     async def _hello(self, stream: anyio.abc.UNIXSocketStream) -> tuple[dict[str, Any], list[int], bytes]:
         data, fds = await stream.receive_fds(65536, 3)
+        for fd in fds:
+            # Received without close-on-exec: an upstream spawned while the host is served (on a
+            # loop whose spawn closes only such fds, as uvloop's does) would hold the host's pipes
+            # open, and the host would never see the end of its output.
+            os.set_inheritable(fd, False)
         while b"\n" not in data:
             if len(data) > _HELLO_LIMIT:
                 raise ValueError("the hello line is too long")

@@ -72,15 +72,15 @@ def test_the_daemon_as_mcpx_serve_starts_it_imports_no_cli_framework(tmp_path: P
     assert any("serving the built-in default" in line for line in messages), messages
     assert not [name for name in _imported(stderr) if name.split(".")[0] in HEAVY]
     assert "mcpx.cli._daemon_command" in _imported(stderr)
-    # No loop named: uvloop, a dependency everywhere but Windows (spec/gateway.md §8); daemon.json says so.
-    assert "uvloop" in _imported(stderr)
-    assert '"loop":"uvloop"' in info, info
+    # No loop named: asyncio (spec/gateway.md §8), and daemon.json says so.
+    assert '"loop":"asyncio"' in info, info
+    assert "uvloop" not in _imported(stderr)
 
 
 def test_a_named_loop_is_the_one_the_daemon_runs(tmp_path: Path) -> None:
-    stderr, info = _serve_once(tmp_path, "--loop", "asyncio")
-    assert '"loop":"asyncio"' in info, info
-    assert "uvloop" not in _imported(stderr), "asked for asyncio, it must not load uvloop"
+    stderr, info = _serve_once(tmp_path, "--loop", "uvloop")
+    assert '"loop":"uvloop"' in info, info
+    assert "uvloop" in _imported(stderr), "asked for uvloop, it must run on it"
 
 
 def test_what_the_fast_path_leaves_to_typer_typer_answers(tmp_path: Path) -> None:

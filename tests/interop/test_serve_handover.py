@@ -300,8 +300,15 @@ def test_a_daemon_lost_three_times_within_a_minute_is_given_up_on(env: dict[str,
         assert str(state / "daemon.log") in stderr and "Traceback" not in stderr
 
 
-def test_the_shim_exits_when_the_host_ends_and_keeps_nothing_open(env: dict[str, str]) -> None:
-    """End of input: the daemon drains, says the connection ended, and the shim exits 0 with stdout closed."""
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_shim_exits_when_the_host_ends_and_keeps_nothing_open(env: dict[str, str], loop: str) -> None:
+    """End of input: the daemon drains, says the connection ended, and the shim exits 0 with stdout closed.
+
+    The echo's call starts the upstream while the host's pipes are the
+    daemon's: the process it spawns must not hold them (on uvloop, whose
+    spawn closes only close-on-exec descriptors, it did).
+    """
+    env["MCPX_LOOP"] = loop
     _start_daemon(env)
     host = Host(env, "legacy")
     assert _text(host.call("echo", text="x")) == "x"
