@@ -385,6 +385,7 @@ class _Call:
     progress_token: ProgressToken | None
     declares_roots: bool
     timeout: float | None
+    verbatim: bool = False  # the result as the upstream sent it, envelope and all
     deadline: float | None = None  # while RUNNING with a timeout
     left: float | None = None  # while ASKING with a timeout: the time it had left
     state: _CallState = _S.RUNNING
@@ -576,13 +577,16 @@ class Router:
         progress_token: ProgressToken | None = None,
         now: float,
         timeout: float | None = None,
+        verbatim: bool = False,
     ) -> None:
         """Send the host's call upstream; its answer comes as ``AnswerHost``.  Drain actions after this.
 
         The call was judged by the host's server session and routed by the
         caller.  ``progress_token`` is the host's own (its reports come back
         under it); ``timeout`` is seconds of upstream time, paused while a
-        question of the call is out to the host.  ``host_capabilities`` are
+        question of the call is out to the host.  ``verbatim``: the result
+        is answered as the upstream sent it, its envelope kept (a caller that
+        is no MCP host: ``/v1/call``).  ``host_capabilities`` are
         read, never changed: a mapping once passed must not change after
         (a session's never do).  ``LocalProtocolError``,
         with nothing changed, for an unknown upstream, a ``(host,
@@ -624,6 +628,7 @@ class Router:
             progress_token=progress_token,
             declares_roots=type(roots) is dict or isinstance(roots, Mapping),
             timeout=timeout,
+            verbatim=verbatim,
             deadline=None if timeout is None else now + timeout,
         )
         self._calls[key] = call
@@ -848,7 +853,8 @@ class Router:
                 _answer(host=call.host, request_id=call.request_id, result=None, error=dict(error))
             )
         elif result is not None:
-            answer = dict(result) if result.get("resultType") == "task" else relayed(result)
+            keep = call.verbatim or result.get("resultType") == "task"
+            answer = dict(result) if keep else relayed(result)
             self._actions.append(
                 _answer(host=call.host, request_id=call.request_id, result=answer, error=None)
             )

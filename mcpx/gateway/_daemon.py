@@ -339,14 +339,17 @@ async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
         )
 
     async def call(on_progress: Callable[[Progress], None] | None) -> Any:
+        params = {"name": tool, "arguments": arguments}
+        routes = ops.upstreams.routes
         try:
-            result = await ops.upstreams.request(
-                server,
-                "tools/call",
-                {"name": tool, "arguments": arguments},
-                timeout=timeout,
-                on_progress=on_progress,
-            )
+            if routes is not None and ops.upstreams.routable(server):  # the router's way (spec §11)
+                result = await routes.call(
+                    server, "tools/call", params, timeout=timeout, on_progress=on_progress
+                )
+            else:
+                result = await ops.upstreams.request(
+                    server, "tools/call", params, timeout=timeout, on_progress=on_progress
+                )
         except McpCallError as exc:
             raise _upstream_error(server, exc) from None
         return {"server": server, "tool": tool, "result": result}

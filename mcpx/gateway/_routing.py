@@ -11,12 +11,14 @@ instance's ``Client`` and fed to the router (``Client.link``), settles the
 ``Pending``: the host's driver writes it.  spec/gateway.md §11.
 
 Which calls take this way: a host's ``tools/call``, ``prompts/get``,
-``resources/read``, subscriptions and completions to a stdio upstream.
-The rest keep the awaited path (``Upstreams.request``): calls with no host
-(``/v1``, ``mcpx call``), a host's call it asked to run as an mcpx task,
-HTTP upstreams (a request per stream, sessions renewed), and, while
-``transport.ssePollAfter`` is set, every call (the host's stream is closed
-while it runs).
+``resources/read``, subscriptions and completions to a stdio upstream, and
+``/v1/call`` (``mcpx call``) to one: a call without a host, which
+``Routes.call`` carries as a host of its own that has nobody to ask
+(``_NoHost``).  The rest keep the awaited path (``Upstreams.request``): a
+host's call it asked to run as an mcpx task, HTTP upstreams (a request per
+stream, sessions renewed), the other ``/v1`` calls, and, while
+``transport.ssePollAfter`` is set, every host call (the host's stream is
+closed while it runs).
 
 Keys: the router knows a host call as ``((connection, scope), token)``: the
 driver's connection, the host's pool scope (spec/gateway.md §3), and the
@@ -52,8 +54,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..client import Client, McpCallError
-from ..core import LocalProtocolError
-from ..core._client import ServerNotification
+from ..core import NEWEST, LocalProtocolError
+from ..core._actions import Answered, build_request_context
+from ..core._client import Progress, ServerNotification
+from ..core._rounds import Question
 from ..core._router import (
     AbandonUpstream,
     AnswerHost,
@@ -67,7 +71,7 @@ from ..core._router import (
     relayed,
     upstream_params,
 )
-from ..server import Outcome, Pending
+from ..server import Context, Outcome, Pending
 from ._calls import ask_round, may_need_a_core_task, needs_core_task, needs_core_task_now, run_core_task
 
 if TYPE_CHECKING:
@@ -76,6 +80,51 @@ if TYPE_CHECKING:
 __all__ = ["Routes"]
 
 _HostKey = tuple[int, str]  # (the driver's connection, the host's pool scope)
+_hostless = itertools.count(-1, -1)  # connections of calls without a host: never a driver's (those count up)
+
+
+class _NoHost:
+    """The ``RequestSink`` of a call without a host (``/v1/call``, ``mcpx call``): its progress to the caller.
+
+    Nobody can be asked anything: a question is refused upstream with an
+    error that says so (the broker is where such questions will wait).  Log
+    messages have nobody to reach.
+    """
+
+    __slots__ = ("on_progress",)
+
+    def __init__(self, on_progress: Callable[[Progress], None] | None) -> None:
+        self.on_progress = on_progress
+
+    def progress(self, token: int, progress: float, total: float | None, message: str | None) -> None:
+        if self.on_progress is not None:
+            self.on_progress(Progress(handle=token, progress=progress, total=total, message=message))
+
+    def log(self, token: int, level: str, data: Any, logger: str | None) -> None:
+        pass
+
+    def close_stream(self, token: int) -> None:
+        pass
+
+    def promote(self, token: int) -> None:
+        pass
+
+    async def ask(self, token: int, questions: list[Question]) -> Answered | None:
+        raise _nobody_to_ask(questions)
+
+    def ask_blocking(self, token: int, questions: list[Question]) -> Answered | None:
+        raise _nobody_to_ask(questions)
+
+
+def _nobody_to_ask(questions: list[Question]) -> McpCallError:
+    asked = ", ".join(sorted({q.method for q in questions}))
+    return McpCallError(
+        {
+            "code": -32603,
+            "message": f"the server asked {asked} during a call through /v1 (or mcpx call), which has no "
+            "host to ask; not asked. Call the tool from an MCP host that can answer it",
+        }
+    )
 
 
 @dataclass(slots=True, eq=False)
@@ -91,7 +140,9 @@ class _Routed:
     params: Mapping[str, Any]
     finish: Callable[[Mapping[str, Any]], Any]
     scope_key: str
-    per_request: bool  # a 2026-07-28 request over HTTP: its scope ends with it
+    per_request: bool  # a 2026-07-28 request over HTTP, or a call without a host: its scope ends with it
+    timeout: float | None = None  # the caller's own bound, under pool.callTimeout
+    verbatim: bool = False  # the upstream's result with its envelope (a caller that is no MCP host)
     instance: int | None = None
     routed: bool = False  # the router holds it
     asks: dict[int, anyio.CancelScope] = field(default_factory=dict)  # questions out to the host
@@ -180,8 +231,14 @@ class Routes:
         finish: Callable[[Mapping[str, Any]], Any],
         scope_key: str,
         per_request: bool,
+        timeout: float | None = None,
+        verbatim: bool = False,
     ) -> None:
-        """Route the host's request to an instance of ``server``; ``pending`` is settled with its answer."""
+        """Route the host's request to an instance of ``server``; ``pending`` is settled with its answer.
+
+        ``timeout`` lowers ``pool.callTimeout`` for this call (never raises
+        it); ``verbatim`` keeps the upstream's result envelope.
+        """
         call_id = f"r{next(self._ids)}"
         host: _HostKey = (pending.connection, scope_key)
         rec = _Routed(
@@ -195,14 +252,71 @@ class Routes:
             finish=finish,
             scope_key=scope_key,
             per_request=per_request,
+            timeout=timeout,
+            verbatim=verbatim,
         )
         self._calls[call_id] = rec
         self._by_key[(host, rec.token)] = rec
         self._by_host.setdefault(host, {})[call_id] = rec
         pending.on_cancel = functools.partial(self._host_cancelled, rec)
-        instance = self.upstreams.acquire(server, scope_key, call_id)
+        instance = self.upstreams.acquire(server, scope_key, call_id, timeout)
         if instance is not None:  # the usual call: a running instance with room (else granted() later)
             self.granted(call_id, instance)
+
+    async def call(
+        self,
+        server: str,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> Mapping[str, Any]:
+        """A call without a host (``/v1/call``): the upstream's result, or ``McpCallError``.
+
+        The result is the upstream's, verbatim (``/v1/call`` carries it so,
+        envelope and all).  It is a host of its own to the router and the pool: a connection
+        nobody else has (so a connection-scoped server gives it an instance
+        that ends with it), declaring no capabilities (a 2026-07-28 upstream
+        is told so; ``roots/list`` is answered by mcpx).  It always asks
+        for progress, as the awaited path does: ``/v1/events`` shows every
+        call's, and ``on_progress`` gets it too.  Cancelled, the call is
+        cancelled upstream and its instance released.
+        """
+        connection = next(_hostless)
+        request = build_request_context(1, f"v1{connection}", method, NEWEST, {}, None, None, "v1", {}, None)
+        done = anyio.Event()
+        answers: list[Outcome] = []
+
+        def settle(outcome: Outcome) -> None:
+            answers.append(outcome)
+            done.set()
+
+        pending = Pending(Context(request, _NoHost(on_progress)), connection, settle)
+        self.forward(
+            pending,
+            server=server,
+            method=method,
+            params=params,
+            finish=_verbatim,
+            scope_key=f"v1:{-connection}",
+            per_request=True,
+            timeout=timeout,
+            verbatim=True,
+        )
+        try:
+            await done.wait()
+        except anyio.get_cancelled_exc_class():
+            pending._cancel()  # as a driver does when its peer gives up
+            raise
+        outcome = answers[0]
+        if outcome.error is not None:
+            code, message, data = outcome.error
+            raise McpCallError(
+                {"code": code, "message": message, **({"data": data} if data is not None else {})}
+            )
+        assert outcome.result is not None
+        return outcome.result
 
     def granted(self, call_id: str, instance: int) -> None:
         """The pool gave the call ``instance``: it goes upstream."""
@@ -233,6 +347,7 @@ class Routes:
                 host_capabilities=ctx.client_capabilities,
                 progress_token=ctx.request.progress_token,
                 now=time.monotonic(),
+                verbatim=rec.verbatim,
             )
         except LocalProtocolError as exc:  # the session cannot send: the server went away
             self._end(rec, Outcome.failure(-32603, f"server {rec.server!r}: {exc}", {"server": rec.server}))
@@ -443,6 +558,10 @@ class Routes:
 
 
 _NOT_ANSWERED = {"code": -32603, "message": "the host did not answer"}
+
+
+def _verbatim(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    return result
 
 
 def _went_away(server: str) -> Outcome:

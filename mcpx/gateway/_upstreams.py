@@ -280,16 +280,17 @@ class Upstreams:
         config = self.servers.get(server)
         return self.routes is not None and config is not None and config.url is None
 
-    def acquire(self, server: str, scope_key: str, call_id: str) -> int | None:
+    def acquire(self, server: str, scope_key: str, call_id: str, timeout: float | None = None) -> int | None:
         """An instance for the routed call ``call_id``: returned when the pool grants one at once.
 
         Otherwise ``None``, and the pool's ``Granted`` (or refusal) comes to
         ``Routes.granted`` (``Routes.failed``) later, or before this returns.
+        ``timeout`` lowers ``pool.callTimeout`` for this call.
         """
         now = time.monotonic()
-        instance = self.pool.acquire_now(server, scope_key, call_id, now)
+        instance = None if timeout is not None else self.pool.acquire_now(server, scope_key, call_id, now)
         if instance is None:
-            self.pool.acquire(server, scope_key, call_id, now)
+            self.pool.acquire(server, scope_key, call_id, now, timeout=timeout)
         self._perform()
         return instance
 

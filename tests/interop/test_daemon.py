@@ -91,6 +91,24 @@ def test_v1_call_returns_the_upstreams_result_verbatim(daemon: Daemon) -> None:
     )  # a tool error is a result, not an HTTP error
 
 
+def test_v1_call_declares_no_capabilities_so_the_upstream_asks_nobody(daemon: Daemon) -> None:
+    """/v1/call is a call without a host (spec/gateway.md §11): the router carries it, and nobody can be asked.
+
+    A 2026-07-28 upstream is told the call declares no capabilities, so it
+    refuses to ask and says why; the daemon goes on answering.
+    """
+    status, answer = daemon.request(
+        "POST", "/v1/call", {"server": "demo", "tool": "ask_name", "arguments": {}}
+    )
+    assert status == 502 and answer["error"]["data"]["server"] == "demo", answer
+    refused = answer["error"]["data"]["jsonrpc"]
+    assert "elicitation" in refused["data"]["requiredCapabilities"], answer
+    status, answer = daemon.request(
+        "POST", "/v1/call", {"server": "demo", "tool": "echo", "arguments": {"text": "on"}}
+    )
+    assert status == 200 and answer["result"]["content"][0]["text"] == "on"
+
+
 def test_v1_errors_are_json_with_a_stable_code_and_what_to_do(daemon: Daemon) -> None:
     status, answer = daemon.request("POST", "/v1/call", {"server": "nope", "tool": "echo"})
     assert status == 404 and answer["error"]["code"] == "unknown-server"
