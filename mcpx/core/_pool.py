@@ -621,23 +621,7 @@ class Pool:
             key = (server, "connection", scope_key)
         else:
             key = (server, "call", call_id)
-        budget = (
-            self.config.call_timeout if timeout is None else min(float(timeout), self.config.call_timeout)
-        )
-        wait = (
-            self.config.start_timeout if timeout is None else min(float(timeout), self.config.start_timeout)
-        )
-        call = _Call(
-            id=call_id,
-            server=server,
-            slot=key,
-            state=_C.WAITING,
-            acquired_at=now,
-            wait_deadline=now + wait,
-            budget=budget,
-            requested=None if timeout is None else float(timeout),
-        )
-        self._calls[call_id] = call
+        self._add_call(call_id, server, key, now, timeout)
         slot = self._slots.get(key)
         if slot is None:
             slot = self._slots[key] = _Slot(key=key, scope_key=None if srv.scope == "shared" else scope_key)
@@ -678,19 +662,7 @@ class Pool:
         if inst.state is _I.STARTING:
             return None
         now = self._clock(now)
-        budget = self.config.call_timeout
-        call = _Call(
-            id=call_id,
-            server=server,
-            slot=key,
-            state=_C.WAITING,
-            acquired_at=now,
-            wait_deadline=now + self.config.start_timeout,
-            budget=budget,
-            requested=None,
-        )
-        self._calls[call_id] = call
-        self._grant(call, inst, now)
+        self._grant(self._add_call(call_id, server, key, now, None), inst, now)
         if srv.scope != "shared":  # a shared server keeps no spare
             self._keep_spare(srv, now)
         return inst.id
@@ -1107,6 +1079,25 @@ class Pool:
         for call_id in waiting:
             self._grant(self._calls[call_id], inst, now)
             self._emit(_granted(call_id=call_id, instance=inst.id))
+
+    def _add_call(
+        self, call_id: CallId, server: str, key: _SlotKey, now: float, timeout: float | None
+    ) -> _Call:
+        """A call acquired at ``now``, waiting: its bounds are the configured ones, lowered by ``timeout``."""
+        config = self.config
+        limit = None if timeout is None else float(timeout)
+        call = _Call(
+            id=call_id,
+            server=server,
+            slot=key,
+            state=_C.WAITING,
+            acquired_at=now,
+            wait_deadline=now + (config.start_timeout if limit is None else min(limit, config.start_timeout)),
+            budget=config.call_timeout if limit is None else min(limit, config.call_timeout),
+            requested=limit,
+        )
+        self._calls[call_id] = call
+        return call
 
     def _grant(self, call: _Call, inst: _Instance, now: float) -> None:
         self._move_call(call, _CallIn.GRANT)
