@@ -212,6 +212,7 @@ class Client:
         # them to a renewed HTTP session.
         self._subscribed: set[str] = set()
         self._listening = False
+        self._listen_open = False  # a subscriptions/listen request is in flight (it lasts: not a call)
         self._listen_wake = anyio.Event()
         # Streamable HTTP, legacy: the server forgot the session (404); ``renew`` opens a new one.
         self.expired = False
@@ -552,15 +553,19 @@ class Client:
                 return  # the connection ended
             pending = self._pending[handle] = _Pending()
             opened = anyio.current_time()
-            await self._flush()
-            async with anyio.create_task_group() as tg:
+            self._listen_open = True
+            try:
+                await self._flush()
+                async with anyio.create_task_group() as tg:
 
-                async def until(event: anyio.Event) -> None:
-                    await event.wait()
-                    tg.cancel_scope.cancel()
+                    async def until(event: anyio.Event) -> None:
+                        await event.wait()
+                        tg.cancel_scope.cancel()
 
-                tg.start_soon(until, pending.event)
-                tg.start_soon(until, wake)
+                    tg.start_soon(until, pending.event)
+                    tg.start_soon(until, wake)
+            finally:
+                self._listen_open = False
             self._pending.pop(handle, None)
             if pending.outcome is None:  # the filter changed: this stream goes, a new one opens
                 self.session.cancel(handle, "the subscription filter changed")
@@ -618,10 +623,14 @@ class Client:
             if data:
                 # What its answers cause is written once, at the end of the chunk; the answer to the
                 # only call on it goes to its host at once.
-                with _batch.reading(alone=self.session.in_flight <= 1 and data.count(b"\n") == 1):
+                with _batch.reading(alone=self._calls_in_flight() <= 1 and data.count(b"\n") == 1):
                     self._take_chunk(lines, data)
 
         pipe.feed_data = feed_data  # type: ignore[method-assign,assignment]  # the protocol feeds it
+
+    def _calls_in_flight(self) -> int:
+        """The requests in flight on the session but an open listen (which lasts as long as the stream)."""
+        return self.session.in_flight - self._listen_open
 
     def send_soon(self, payload: bytes) -> None:
         """Queue ``payload`` for the server (linked clients); ``kick`` writes what is queued."""
@@ -636,7 +645,7 @@ class Client:
             # write for everything queued by then.  A server with other calls of ours in hand
             # waits for the loop's pass, which gathers what every connection read in it sends.
             self._kicking = True
-            _batch.due(self._write_now, stream=True, busy=self.session.in_flight > 1)
+            _batch.due(self._write_now, stream=True, busy=self._calls_in_flight() > 1)
             return
         self._wake_writer()
 
