@@ -59,3 +59,45 @@ def test_work_for_the_end_of_a_chunk_is_refused_outside_one() -> None:
         assert _batch.at_chunk_end(lambda: done.append(2)) is True
         assert done == []  # even in a lone chunk: at its end
     assert done == [2]
+
+
+def test_a_write_to_a_busy_peer_waits_for_the_loops_pass_and_gathers_what_other_reads_add() -> None:
+    """Sixteen HTTP connections, each read in a callback of its own, send their calls upstream in one write."""
+
+    async def main() -> list[str]:
+        queued: list[str] = []
+        writes: list[str] = []
+        written = asyncio.Event()
+        scheduled = False
+
+        def write() -> None:
+            nonlocal scheduled
+            scheduled = False
+            writes.append("+".join(queued))
+            queued.clear()
+            written.set()
+
+        def read(request: str) -> None:  # one connection's chunk: its call goes upstream
+            nonlocal scheduled
+            with _batch.reading():
+                queued.append(request)
+                if not scheduled:
+                    scheduled = True
+                    _batch.due(write, stream=True, busy=True)
+            assert writes == [], "held past the chunk's end: the peer has work in hand"
+
+        loop = asyncio.get_running_loop()
+        for request in ("a", "b", "c"):
+            loop.call_soon(read, request)  # three sockets ready in one pass
+        await asyncio.wait_for(written.wait(), timeout=5)
+        return writes
+
+    assert asyncio.run(main()) == ["a+b+c"]
+
+
+def test_a_write_to_an_idle_peer_is_made_at_the_chunks_end_as_ever() -> None:
+    made: list[str] = []
+    with _batch.reading():
+        _batch.due(lambda: made.append("idle peer"), stream=True, busy=False)
+        assert made == []
+    assert made == ["idle peer"]
