@@ -313,6 +313,27 @@ async def _tools(ops: Ops, params: Mapping[str, Any]) -> Any:
     return {"tools": tools, "errors": sorted(errors, key=lambda e: order[e["server"]])}
 
 
+async def _hostless(
+    ops: Ops,
+    server: str,
+    method: str,
+    params: Mapping[str, Any],
+    *,
+    timeout: float | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> Mapping[str, Any]:
+    """``method`` to ``server`` for a /v1 caller, who is no MCP host: the upstream's result, verbatim.
+
+    A stdio upstream's call goes through the router as a host of its own
+    (``Routes.call``, spec/gateway.md §11); an HTTP upstream's, or any call
+    on a daemon without a router, takes the awaited path.
+    """
+    routes = ops.upstreams.routes
+    if routes is not None and ops.upstreams.routable(server):
+        return await routes.call(server, method, params, timeout=timeout, on_progress=on_progress)
+    return await ops.upstreams.request(server, method, params, timeout=timeout, on_progress=on_progress)
+
+
 async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
     server = ops._server(params.get("server"))
     tool = params.get("tool")
@@ -340,16 +361,10 @@ async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
 
     async def call(on_progress: Callable[[Progress], None] | None) -> Any:
         params = {"name": tool, "arguments": arguments}
-        routes = ops.upstreams.routes
         try:
-            if routes is not None and ops.upstreams.routable(server):  # the router's way (spec §11)
-                result = await routes.call(
-                    server, "tools/call", params, timeout=timeout, on_progress=on_progress
-                )
-            else:
-                result = await ops.upstreams.request(
-                    server, "tools/call", params, timeout=timeout, on_progress=on_progress
-                )
+            result = await _hostless(
+                ops, server, "tools/call", params, timeout=timeout, on_progress=on_progress
+            )
         except McpCallError as exc:
             raise _upstream_error(server, exc) from None
         return {"server": server, "tool": tool, "result": result}
@@ -506,7 +521,7 @@ async def _complete(ops: Ops, params: Mapping[str, Any]) -> Any:
         if isinstance(revision, Revision) and revision < Revision.V2025_06_18:
             request.pop("context", None)  # CompleteRequest has no context before 2025-06-18
         try:
-            result = await ops.upstreams.request(server, "completion/complete", request)
+            result = await _hostless(ops, server, "completion/complete", request)
         except McpCallError as exc:
             raise _upstream_error(server, exc) from None
         completion = result.get("completion")

@@ -12,11 +12,11 @@ instance's ``Client`` and fed to the router (``Client.link``), settles the
 
 Which calls take this way: a host's ``tools/call``, ``prompts/get``,
 ``resources/read``, subscriptions and completions to a stdio upstream, and
-``/v1/call`` (``mcpx call``) to one: a call without a host, which
-``Routes.call`` carries as a host of its own that has nobody to ask
-(``_NoHost``).  The rest keep the awaited path (``Upstreams.request``): a
-host's call it asked to run as an mcpx task, HTTP upstreams (a request per
-stream, sessions renewed), the other ``/v1`` calls, and, while
+``/v1/call`` (``mcpx call``) and ``/v1/complete`` to one: a call without a
+host, which ``Routes.call`` carries as a host of its own that has nobody
+to ask (``_NoHost``).  The rest keep the awaited path
+(``Upstreams.request``): catalog reads, a host's call it asked to run as an
+mcpx task, HTTP upstreams (a request per stream, sessions renewed), and, while
 ``transport.ssePollAfter`` is set, every host call (the host's stream is
 closed while it runs).
 
@@ -272,7 +272,7 @@ class Routes:
         timeout: float | None = None,
         on_progress: Callable[[Progress], None] | None = None,
     ) -> Mapping[str, Any]:
-        """A call without a host (``/v1/call``): the upstream's result, or ``McpCallError``.
+        """A call without a host (``/v1/call``, ``/v1/complete``): the upstream's result, or ``McpCallError``.
 
         The result is the upstream's, verbatim (``/v1/call`` carries it so,
         envelope and all).  It is a host of its own to the router and the pool: a connection
