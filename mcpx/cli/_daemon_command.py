@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from ._settings import collect_flags
 
-__all__ = ["LOOPS", "OPTIONS", "daemon", "default_loop", "run"]
+__all__ = ["DEFAULT_LOOP", "LOOPS", "OPTIONS", "daemon", "run"]
 
 LOOPS = ("asyncio", "uvloop", "trio")
 OPTIONS: Mapping[str, str] = {  # the option -> the setting it sets ("" for --loop, which is no setting)
@@ -31,15 +31,10 @@ OPTIONS: Mapping[str, str] = {  # the option -> the setting it sets ("" for --lo
 }
 
 
-def default_loop() -> str:
-    """The daemon's event loop when none is named: asyncio.
-
-    uvloop, measured side by side, costs the daemon the same per routed call
-    (its work is Python, not the loop's), and on it a handed-over host's
-    garbage input makes asyncio's futures log a traceback (spec/gateway.md
-    §8): it is ``--loop uvloop`` when wanted.
-    """
-    return "asyncio"
+# The daemon's event loop when none is named.  uvloop, measured side by side, costs the daemon
+# the same per routed call (its work is Python, not the loop's), and on it a handed-over host's
+# garbage input makes the daemon log a traceback (spec/gateway.md §8): ``--loop uvloop`` if wanted.
+DEFAULT_LOOP = "asyncio"
 
 
 def _say(message: str) -> None:
@@ -111,7 +106,7 @@ def daemon(argv: Sequence[str]) -> int | None:
         if value.startswith("-"):
             return None
         named[option] = value
-    loop = named.pop("--loop", None) or os.environ.get("MCPX_LOOP") or default_loop()
+    loop = named.pop("--loop", None) or os.environ.get("MCPX_LOOP") or DEFAULT_LOOP
     if loop not in LOOPS:
         return None  # typer says what is wrong with it
     return run(named.pop("--config", None), named, loop)

@@ -329,9 +329,9 @@ def register(app: typer.Typer) -> None:
         Without a configuration file the upstream is mcpx's own demo server,
         named demo.  Stop it with Ctrl-C (or SIGTERM).
         """
-        from ._daemon_command import default_loop, run
+        from ._daemon_command import DEFAULT_LOOP, run
 
-        loop = loop or default_loop()
+        loop = loop or DEFAULT_LOOP
         if loop not in ("asyncio", "uvloop", "trio"):
             raise typer.BadParameter("--loop must be asyncio, uvloop or trio")
         named = {

@@ -502,6 +502,15 @@ class ServerStatus:
 # --------------------------------------------------------------------------
 
 
+def _slot_key(srv: _Server, scope_key: str | None, call_id: CallId) -> _SlotKey:
+    """Which slot a call to ``srv`` takes: the server's one, its caller's connection's, or its own."""
+    if srv.scope == "shared":
+        return (srv.name, "shared", None)
+    if srv.scope == "connection":
+        return (srv.name, "connection", scope_key)
+    return (srv.name, "call", call_id)
+
+
 def _seconds(value: float) -> str:
     """A duration for a message, rounded up to a tenth: ``2s``, ``1.5s``."""
     return f"{math.ceil(value * 10 - 1e-9) / 10:g}s"
@@ -615,12 +624,7 @@ class Pool:
                 )
             )
             return
-        if srv.scope == "shared":
-            key: _SlotKey = (server, "shared", None)
-        elif srv.scope == "connection":
-            key = (server, "connection", scope_key)
-        else:
-            key = (server, "call", call_id)
+        key = _slot_key(srv, scope_key, call_id)
         self._add_call(call_id, server, key, now, timeout)
         slot = self._slots.get(key)
         if slot is None:
@@ -648,14 +652,8 @@ class Pool:
         srv = self._servers.get(server)
         if srv is None or call_id in self._calls:
             return None
-        key: _SlotKey
-        if srv.scope == "shared":
-            key = (server, "shared", None)
-        elif srv.scope == "connection" and scope_key is not None:
-            key = (server, "connection", scope_key)
-        else:
-            return None
-        slot = self._slots.get(key)
+        key = _slot_key(srv, scope_key, call_id)
+        slot = self._slots.get(key)  # a call-scoped call's slot is new: never found
         if slot is None or slot.instance is None or slot.waiting:
             return None
         inst = self._instances[slot.instance]

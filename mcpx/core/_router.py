@@ -418,6 +418,9 @@ def _error(code: int, message: str, data: Any = None) -> dict[str, Any]:
     return error
 
 
+_CALL_EVENTS: Final = (Completed, Failed, InputRequired, Progress)  # what a session says of one call
+
+
 def _valid_id(value: Any) -> bool:
     return isinstance(value, str | int) and not isinstance(value, bool)
 
@@ -911,12 +914,7 @@ class Router:
                 self._actions.append(
                     _send_upstream(upstream=upstream, payload=action.payload, stream=action.stream)
                 )
-        elif type(action) is Completed and action.handle in up.calls:  # the usual answer, first
-            self._end(self._calls[up.calls[action.handle]], result=action.result)
-        elif isinstance(action, AbandonStream):
-            if not up.lost:
-                self._actions.append(AbandonUpstream(upstream=upstream, handle=action.handle))
-        elif isinstance(action, Completed | Failed | InputRequired | Progress):
+        elif isinstance(action, _CALL_EVENTS):  # the usual answer comes here: second in line
             key = up.calls.get(action.handle)
             if key is None:
                 self._actions.append(UpstreamOutcome(upstream=upstream, event=action))
@@ -928,6 +926,9 @@ class Router:
                 self._round(up, self._calls[key], action)
             else:
                 self._progress(self._calls[key], action)
+        elif isinstance(action, AbandonStream):
+            if not up.lost:
+                self._actions.append(AbandonUpstream(upstream=upstream, handle=action.handle))
         elif isinstance(action, ServerRequest):
             self._question(upstream, up, action)
         elif isinstance(action, ServerRequestCancelled):

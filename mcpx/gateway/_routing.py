@@ -80,7 +80,9 @@ if TYPE_CHECKING:
 __all__ = ["Routes"]
 
 _HostKey = tuple[int, str]  # (the driver's connection, the host's pool scope)
-_hostless = itertools.count(-1, -1)  # connections of calls without a host: never a driver's (those count up)
+_hostless_connections = itertools.count(
+    -1, -1
+)  # connections of calls without a host: never a driver's (those count up)
 
 
 class _NoHost:
@@ -275,15 +277,15 @@ class Routes:
         """A call without a host (``/v1/call``, ``/v1/complete``): the upstream's result, or ``McpCallError``.
 
         The result is the upstream's, verbatim (``/v1/call`` carries it so,
-        envelope and all).  It is a host of its own to the router and the pool: a connection
-        nobody else has (so a connection-scoped server gives it an instance
+        envelope and all).  The call is a host of its own to the router and
+        the pool: a connection nobody else has (so a connection-scoped server gives it an instance
         that ends with it), declaring no capabilities (a 2026-07-28 upstream
         is told so; ``roots/list`` is answered by mcpx).  It always asks
         for progress, as the awaited path does: ``/v1/events`` shows every
         call's, and ``on_progress`` gets it too.  Cancelled, the call is
         cancelled upstream and its instance released.
         """
-        connection = next(_hostless)
+        connection = next(_hostless_connections)
         request = build_request_context(1, f"v1{connection}", method, NEWEST, {}, None, None, "v1", {}, None)
         done = anyio.Event()
         answers: list[Outcome] = []

@@ -280,7 +280,7 @@ class GatewayServer(Server):
         if listing:
             return None
         for name in servers:
-            if self._known[name].seen is None:  # never read: a call needs any catalog read (_usable)
+            if not self._usable(self._known[name], None):
                 return None
         decided = self._decide(self._current(), method, params, context.revision)
         if not isinstance(decided, Route):
