@@ -225,6 +225,7 @@ class Client:
         self._write_nowait: Callable[[bytes], bool] | None = None  # the pipe's, where anyio exposes one
         self._kicking = False  # a _write_now is scheduled
         self._pipe: asyncio.StreamReader | None = None  # the server's stdout, where anyio exposes it
+        self._pipe_transport: asyncio.ReadTransport | None = None  # the transport that reads it, likewise
         self._lines: LineReader | None = None  # the reader task's, shared with _take_pushed
 
     # -- what callers use ------------------------------------------------------------
@@ -627,6 +628,11 @@ class Client:
                     self._take_chunk(lines, data)
 
         pipe.feed_data = feed_data  # type: ignore[method-assign,assignment]  # the protocol feeds it
+        transport = self._pipe_transport
+        if transport is not None and not transport.is_closing():
+            # asyncio hands a subprocess's output to its protocol in a callback of its own (one
+            # more pass of the loop per chunk); read straight from the pipe's transport instead.
+            transport.set_protocol(_DirectPipe(feed_data, transport.get_protocol()))
 
     def _calls_in_flight(self) -> int:
         """The requests in flight on the session but an open listen (which lasts as long as the stream)."""
@@ -949,6 +955,7 @@ async def connect_stdio(
             client = Client(session, write, tg, resolver)
             client._write_nowait = write_nowait
             client._pipe = _pipe_reader(stdout)
+            client._pipe_transport = _stdout_transport(process)
             client._lines = LineReader(max_line)  # linked before its reader task runs, it is pushed to
             client.call_timeout = call_timeout
             tg.start_soon(keep_stderr, client)
@@ -984,6 +991,38 @@ def _pipe_reader(stdout: anyio.abc.ByteReceiveStream) -> asyncio.StreamReader | 
     """A spawned server's stdout as asyncio's ``StreamReader`` (anyio's ``_stream``); ``None`` elsewhere."""
     reader = getattr(stdout, "_stream", None)
     return reader if isinstance(reader, asyncio.StreamReader) else None
+
+
+def _stdout_transport(process: anyio.abc.Process) -> asyncio.ReadTransport | None:
+    """The read transport of a spawned server's stdout on asyncio (under anyio's ``_process``); else ``None``."""
+    inner = getattr(process, "_process", None)
+    transport = getattr(inner, "_transport", None)
+    if not isinstance(transport, asyncio.SubprocessTransport):
+        return None
+    pipe = transport.get_pipe_transport(1)
+    return pipe if isinstance(pipe, asyncio.ReadTransport) else None
+
+
+class _DirectPipe(asyncio.Protocol):
+    """A subprocess's stdout read straight into ``feed``; its end still reaches the subprocess protocol.
+
+    What asyncio's own protocol had already scheduled when this one took
+    over runs first (it was queued before any later read), so the order of
+    the chunks holds.
+    """
+
+    def __init__(self, feed: Callable[[bytes], None], inner: asyncio.BaseProtocol) -> None:
+        self.feed = feed
+        self.inner = inner
+
+    def data_received(self, data: bytes) -> None:
+        self.feed(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if isinstance(self.inner, asyncio.Protocol) else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.inner.connection_lost(exc)
 
 
 class _SessionReceiver:
