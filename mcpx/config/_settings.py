@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ..core import Revision, SpecPolicy
 
 __all__ = [
+    "NOT_YET",
     "SETTINGS",
     "ConfigError",
     "Setting",
@@ -442,12 +443,6 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         description="How long a 2026-07-28 requestState may be resumed with.",
     ),
     SettingDef(
-        key="proto.askTTL",
-        kind=_duration(positive=True),
-        initial=900.0,
-        description="How long a parked call waits for an answer, and how long its result is kept after.",
-    ),
-    SettingDef(
         key="pool.callTimeout",
         kind=_duration(positive=True),
         initial=120.0,
@@ -571,14 +566,31 @@ _BY_KEY: Final[Mapping[str, SettingDef]] = {s.key: s for s in SETTINGS}
 GROUPS: Final[frozenset[str]] = frozenset(s.key.split(".")[0] for s in SETTINGS)
 
 
+# Settings that will be rows of the table once what they govern exists.  Set anyway (in the
+# file, the environment or a flag), each is refused saying why, never shown as in force.
+NOT_YET: Final[Mapping[str, str]] = {
+    "proto.askTTL": (
+        "it is how long the question broker keeps a parked call and its result, and mcpx has no "
+        "broker yet (questions wait on the call that asked them: proto.askTimeout bounds that wait)"
+    ),
+}
+
+
 def suggest(word: str, choices: Sequence[str]) -> str:
     """ " (did you mean X?)" when something in ``choices`` is close to ``word``, else ""."""
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+def not_in_force(key: str, origin: str) -> str:
+    """The message for a setting of ``NOT_YET``, set in ``origin``."""
+    return f"{key} (in {origin}) is not in force: {NOT_YET[key]}; remove it"
+
+
 def unknown_setting(key: str, origin: str) -> str:
     """The message for a key that is not a setting."""
+    if key in NOT_YET:
+        return not_in_force(key, origin)
     group = key.split(".", maxsplit=1)[0]
     if group in GROUPS:
         siblings = ", ".join(s.key for s in SETTINGS if s.key.startswith(group + "."))
@@ -724,6 +736,9 @@ def resolve_settings(
     for key in file_values:
         if key not in _BY_KEY:
             problems.append(unknown_setting(key, file_origin))
+    for key in NOT_YET:
+        if environ.get(env_name(key)):
+            problems.append(not_in_force(key, env_name(key)))
     for key in flags:
         if key not in _BY_KEY:
             problems.append(unknown_setting(key, flag_origins.get(key, "--set")))

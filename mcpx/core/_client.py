@@ -599,7 +599,12 @@ class ClientSession:
                 return
             call.rounds += 1
             if call.rounds > self._max_rounds:
-                self._fail(handle, INTERNAL_ERROR, f"the server asked more than {self._max_rounds} rounds")
+                self._fail(
+                    handle,
+                    INTERNAL_ERROR,
+                    f"the server asked for input more than {self._max_rounds} times in one call "
+                    "(proto.askRounds); the call was stopped",
+                )
                 self._abandon_wire(handle)
                 return
             call.waiting = False

@@ -248,7 +248,10 @@ class ServerConfig:
     ``extensions`` for anything but 2026-07-28).  ``revisions`` restricts the
     revisions this server speaks (all five by default).  ``drain`` is
     ``transport.stdioDrain``: seconds requests in flight get after end of
-    input.
+    input.  ``question_ttl`` is ``proto.askTimeout`` for a legacy client:
+    seconds a question may go unanswered before it is withdrawn and its call
+    cancelled (a 2026-07-28 client's parked calls expire by the
+    ``RoundTable``'s ``ask_timeout``).
     """
 
     server_info: Mapping[str, Any]

@@ -92,9 +92,21 @@ def serve_stdio(
     anyio.run(main, backend=backend, backend_options=options)
 
 
-def new_round_table(key: bytes | None = None) -> RoundTable:
-    """Where calls wait for 2026-07-28 answers; the key signs their requestState."""
-    return RoundTable(key=key or secrets.token_bytes(32), instance=secrets.token_hex(6))
+def new_round_table(
+    key: bytes | None = None, *, state_ttl: float = 1800.0, ask_timeout: float = 600.0, max_rounds: int = 8
+) -> RoundTable:
+    """Where calls wait for 2026-07-28 answers; the key signs their requestState.
+
+    ``state_ttl`` (``proto.stateTTL``), ``ask_timeout`` (``proto.askTimeout``)
+    and ``max_rounds`` (``proto.askRounds``) are as for ``RoundTable``.
+    """
+    return RoundTable(
+        key=key or secrets.token_bytes(32),
+        instance=secrets.token_hex(6),
+        state_ttl=state_ttl,
+        ask_timeout=ask_timeout,
+        max_rounds=max_rounds,
+    )
 
 
 def new_task_store() -> TaskStore:
@@ -129,6 +141,7 @@ def serve_http(
     ready: Callable[[list[str]], None] | None = None,
     stop: threading.Event | None = None,
     state_key: bytes | None = None,
+    rounds: RoundTable | None = None,
     app_setup: Callable[[Any], Any] | None = None,
 ) -> None:
     """Serve ``server`` over HTTP on ``host:port`` and/or ``unix_path`` until interrupted.
@@ -138,6 +151,8 @@ def serve_http(
     run the server's tools.  ``app_setup(task_group)`` returns the handler of
     ``http.app_paths`` (an ``AppHandler``) and may start tasks of its own in
     the server's task group (the daemon's pool); it needs an anyio loop.
+    ``rounds`` is where 2026-07-28 calls wait for their answers (a new
+    ``new_round_table(state_key)`` if not given).
     """
     if loop not in LOOPS:
         raise ValueError(f"unknown loop {loop!r}; choose one of {', '.join(LOOPS)}")
@@ -157,7 +172,7 @@ def serve_http(
         config or server.session_config(trace=trace),
         http,
         new_session_id=new_session_id,
-        rounds=new_round_table(state_key),
+        rounds=rounds if rounds is not None else new_round_table(state_key),
         tasks=new_task_store(),
     )
     sockets: list[socket.socket] = []

@@ -37,6 +37,7 @@ Two ops reach an upstream's own answers beyond ``tools/call``:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import secrets
@@ -55,7 +56,7 @@ from ..client import McpCallError
 from ..config import Config, UpstreamServer, ensure_state_dir, write_state_file
 from ..core import REVISIONS, AppRequest, HttpConfig, Progress, Revision
 from ..core._pool import PoolConfig
-from ..drivers import serve_http
+from ..drivers import new_round_table, serve_http
 from ..drivers._async import AppResponse
 from ._hosts import HostListener
 from ._server import GatewayServer
@@ -692,11 +693,20 @@ def run_daemon(
     address = str(settings.value("transport.address"))
     port = settings.integer("transport.port")
     unix_path = str(state / "mcpx.sock")
+    ask_timeout = settings.duration("proto.askTimeout")
+    ask_rounds = settings.integer("proto.askRounds")
+    round_table = functools.partial(
+        new_round_table,
+        state_ttl=settings.duration("proto.stateTTL"),
+        ask_timeout=ask_timeout,
+        max_rounds=ask_rounds,
+    )
     upstreams = Upstreams(
         servers,
         state_dir=state,
         pool=pool,
         answer_modern_requests=Revision.V2026_07_28 in settings.value("spec.lenient"),
+        max_rounds=ask_rounds,
     )
     gateway = GatewayServer(
         upstreams,
@@ -707,7 +717,7 @@ def run_daemon(
     )
 
     session_config = gateway.session_config(
-        policy=settings.policy(), drain=settings.duration("transport.stdioDrain")
+        policy=settings.policy(), drain=settings.duration("transport.stdioDrain"), question_ttl=ask_timeout
     )
     serve_path = str(state / SERVE_SOCKET)
     hosts = HostListener(
@@ -716,6 +726,7 @@ def run_daemon(
         serve_path,
         on_end=upstreams.scope_ended,
         max_line=settings.integer("transport.maxLine"),
+        rounds=round_table,
     )
     hosts.bind()
 
@@ -764,6 +775,7 @@ def run_daemon(
             http=http,
             ready=started,
             stop=stop,
+            rounds=round_table(),
             app_setup=setup,
         )
     finally:

@@ -39,8 +39,9 @@ import anyio
 import anyio.abc
 import sniffio
 
-from ..core import DEFAULT_MAX_LINE, ServerConfig, StdioServerConnection
+from ..core import DEFAULT_MAX_LINE, RoundTable, ServerConfig, StdioServerConnection
 from ..core._session import ConnectionState
+from ..drivers import new_round_table
 from ..drivers._async import ByteReader, serve_connection
 from ..drivers._stdio_streams import open_stdio
 from ..server import Server
@@ -154,12 +155,17 @@ class HostListener:
         *,
         on_end: Callable[[str], None],
         max_line: int = DEFAULT_MAX_LINE,
+        rounds: Callable[[], RoundTable] | None = None,
     ) -> None:
         self.server = server
         self.config = config
         self.path = path
         self.on_end = on_end  # told the identity of each host whose connection ended
         self.max_line = max_line  # transport.maxLine
+        # Each host's own table of 2026-07-28 calls waiting for its answers (its retries come on
+        # its own connection; nothing is shared with another host): proto.stateTTL, askTimeout
+        # and askRounds.
+        self.rounds = rounds or new_round_table
         self._ids = itertools.count(1)
         self.served = 0  # hosts whose connection was handed over
         self._sock: socket.socket | None = None
@@ -227,7 +233,9 @@ class HostListener:
                 self.on_end(identity)
 
     def _connection(self, resume: Any, identity: str) -> StdioServerConnection:
-        conn = StdioServerConnection(self.config, identity=identity, max_line=self.max_line)
+        conn = StdioServerConnection(
+            self.config, identity=identity, max_line=self.max_line, rounds=self.rounds()
+        )
         if isinstance(resume, dict):
             with contextlib.suppress(Exception):  # a handshake this daemon cannot take: the host starts anew
                 conn.session.resume(resume)

@@ -168,16 +168,20 @@ class Upstreams:
         resolver: Resolver | None = None,
         capabilities: Mapping[str, Any] | None = None,
         answer_modern_requests: bool = False,
+        max_rounds: int = 8,
         events: EventBus | None = None,
     ) -> None:
         """``answer_modern_requests``: answer a 2026-07-28 upstream's server requests as a legacy one's.
 
         That revision has no server-to-client requests and its stdio page says
         a client must not answer them; ``spec.lenient`` naming 2026-07-28
-        turns this on (seed §1.1).
+        turns this on (seed §1.1).  ``max_rounds`` (``proto.askRounds``):
+        the ``input_required`` rounds one call to a 2026-07-28 upstream may
+        have before it is failed.
         """
         self.servers = dict(servers)
         self._answer_modern_requests = answer_modern_requests
+        self._max_rounds = max_rounds
         self.events = events if events is not None else EventBus()  # /v1/events
         self.pool = Pool({name: str(s.scope) for name, s in self.servers.items()}, config=pool)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -776,6 +780,7 @@ class Upstreams:
             # (listening, subscribing, the log level) are bounded where they are made.
             "call_timeout": math.inf,
             "answer_modern_requests": self._answer_modern_requests,
+            "max_rounds": self._max_rounds,
         }
         if server.url is None:
             offer = revision if era == "legacy" else None

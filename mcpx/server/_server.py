@@ -887,8 +887,10 @@ class Server:
         revisions: Iterable[Revision] = REVISIONS,
         ages: Ages | None = None,
         drain: float = 2.0,
+        question_ttl: float = 120.0,
         trace: bool = False,
     ) -> ServerConfig:
+        """The session configuration serving this server; ``question_ttl``: how long a question may wait."""
         return ServerConfig(
             server_info=self.info,
             capabilities=self.capabilities(),
@@ -897,6 +899,7 @@ class Server:
             revisions=tuple(revisions),
             ages=ages or Ages(),
             drain=drain,
+            question_ttl=question_ttl,
             trace=trace,
             task_support=self.task_support,
             on_subscribe=self.subscribed,

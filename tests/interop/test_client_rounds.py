@@ -244,7 +244,7 @@ def test_max_rounds_reaches_the_session_through_connect_stdio() -> None:
         async with connect_stdio(
             server("always"), modern=True, capabilities=CAPABILITIES, resolver=answer, max_rounds=2
         ) as client:
-            with pytest.raises(McpCallError, match="more than 2 rounds"):
+            with pytest.raises(McpCallError, match="more than 2 times in one call"):
                 await client.call_tool("x")
             assert await seen(client) == [None, ["q"], ["q"]]
 

@@ -76,7 +76,7 @@ def test_max_rounds_reaches_the_session_through_connect_http(demo_url: str) -> N
         async with connect_http(
             demo_url, modern=True, capabilities={"elicitation": {}}, resolver=answer, max_rounds=0
         ) as client:
-            with pytest.raises(McpCallError, match="more than 0 rounds"):
+            with pytest.raises(McpCallError, match="more than 0 times in one call"):
                 await client.call_tool("ask_name")
             assert (await client.call_tool("echo", {"text": "next"}))["content"][0]["text"] == "next"
 
