@@ -27,6 +27,7 @@ import contextlib
 import functools
 import math
 import os
+import signal
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -59,7 +60,7 @@ from .core._sse_client import SseClientConfig, SseClientConnection
 from .core._upstream_auth import UpstreamAuth
 from .drivers import _batch
 from .drivers._http_transport import HttpTransport
-from .drivers._process import stop_process
+from .drivers._process import open_server_process, signal_group, stop_process
 from .drivers._sse_transport import SseTransport
 from .drivers._stdio_streams import transport_write_nowait
 
@@ -932,7 +933,7 @@ async def connect_stdio(
         max_rounds=max_rounds,
     )
     full_env = {**os.environ, **env} if env is not None else None
-    process = await anyio.open_process(list(argv), env=full_env, cwd=cwd)
+    process = await open_server_process(argv, env=full_env, cwd=cwd)
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
 
@@ -974,7 +975,7 @@ async def connect_stdio(
     finally:
         with anyio.CancelScope(shield=True):
             if process.returncode is None:
-                process.kill()
+                signal_group(process, signal.SIGKILL)
                 await process.wait()
             await process.aclose()
 

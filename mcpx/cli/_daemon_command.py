@@ -11,6 +11,7 @@ same either way.  spec/gateway.md §8.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -62,6 +63,10 @@ def run(config: str | None, named: Mapping[str, str | None], loop: str) -> int:
         return 2
     for warning in loaded.warnings:
         _say(f"mcpx: warning: {warning}")
+    running = _running_daemon(loaded.settings.value("state.dir"))
+    if running is not None:
+        _say(running)
+        return 2
     if not loaded.found:
         _say(
             f"mcpx: no configuration file at {loaded.path}; serving the built-in default: "
@@ -77,12 +82,36 @@ def run(config: str | None, named: Mapping[str, str | None], loop: str) -> int:
 
     try:
         run_daemon(loaded, loop=loop, ready=ready)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            address = loaded.settings.value("transport.address")
+            port = loaded.settings.value("transport.port")
+            _say(
+                f"mcpx: the daemon could not start: {address}:{port} is in use by another program; "
+                "pick another port with --port N (or MCPX_TRANSPORT_PORT; 0 picks a free one)"
+            )
+        else:
+            _say(f"mcpx: the daemon could not start: {exc}")
+        return 2
+    except ValueError as exc:
         _say(f"mcpx: the daemon could not start: {exc}")
         return 2
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _running_daemon(state: object) -> str | None:
+    """What to say when a daemon already serves ``state`` (one per state directory), else ``None``."""
+    from ..gateway._state import daemon_info
+
+    info = daemon_info(os.path.expanduser(str(state)))
+    if info is None:
+        return None
+    return (
+        f"mcpx: a daemon is already running for {state} (pid {info.get('pid')}, MCP at {info.get('mcp')}); "
+        "stop it with `mcpx stop`, or start another with its own --state DIR (and --port N)"
+    )
 
 
 def daemon(argv: Sequence[str]) -> int | None:

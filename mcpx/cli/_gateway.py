@@ -3,7 +3,8 @@
 ``mcpx daemon`` serves /mcp and /v1 on one listener (mcpx/gateway/_daemon.py)
 and records where in ``<state>/daemon.json``; ``mcpx servers``, ``mcpx tools``,
 ``mcpx call SERVER TOOL``, ``mcpx restart`` and ``mcpx status`` read that file
-and ask the daemon over /v1.  Each prints JSON with ``--json`` (or when stdout
+and ask the daemon over /v1; ``mcpx stop`` ends the daemon it names (SIGTERM,
+then waits for the process to be gone).  Each prints JSON with ``--json`` (or when stdout
 is not a terminal) and something shorter for a person otherwise.
 
 ``--daemon`` (the ``daemon.endpoint`` setting, ``MCPX_DAEMON``;
@@ -27,8 +28,11 @@ mcpx/cli/_v1.py, which ``mcpx call``'s fast path (mcpx/cli/_fast.py) shares.
 from __future__ import annotations
 
 import os
+import select
 import shlex
+import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -441,6 +445,35 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"restarted: {', '.join(answer['restarted'])}")
 
     @app.command()
+    def stop(
+        state: StateOption = None,
+        wait: Annotated[
+            float, typer.Option("--wait", help="Seconds to wait for it to end before saying it has not.")
+        ] = 30.0,
+    ) -> None:
+        """Stop this machine's daemon (SIGTERM): it ends its upstreams' processes before it exits."""
+        where = _state(state)
+        info = daemon_info(where)
+        if info is None:
+            typer.echo(f"mcpx: no daemon is running for {where}", err=True)
+            raise typer.Exit(1)
+        pid = int(info["pid"])
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            typer.echo(f"mcpx: the daemon for {where} (pid {pid}) had already stopped")
+            return
+        except PermissionError:
+            raise _fail(f"the daemon for {where} (pid {pid}) belongs to another user; not stopped") from None
+        if not wait_for_exit(pid, wait):
+            raise _fail(
+                f"the daemon for {where} (pid {pid}) has not stopped within {wait:g} s; its log is "
+                f"{Path(where) / 'daemon.log'} (`kill -9 {pid}` ends it at once)",
+                1,
+            )
+        typer.echo(f"mcpx: stopped the daemon for {where} (pid {pid})")
+
+    @app.command()
     def status(state: StateOption = None, as_json: JsonOption = False, daemon: DaemonOption = None) -> None:
         """Is a daemon running, where, and how are its servers."""
         target = _target(state, daemon)
@@ -464,6 +497,28 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"mcpx daemon {health['version']} {where}")
         for server in listed["servers"]:
             typer.echo(f"  {server['name']:<16} {(server.get('pool') or {}).get('state', '?')}")
+
+
+def wait_for_exit(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` (not a child of ours) ends within ``seconds``: on its pidfd where there is one."""
+    deadline = time.monotonic() + seconds
+    if hasattr(os, "pidfd_open"):
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return True
+        try:
+            readable, _, _ = select.select([fd], [], [], seconds)  # a pidfd is readable once it has exited
+            return bool(readable)
+        finally:
+            os.close(fd)
+    while time.monotonic() < deadline:  # no pidfd (macOS): look again every 20 ms
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def _call_showing_progress(target: Target, body: dict[str, Any], label: str) -> Any:

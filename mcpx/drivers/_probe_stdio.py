@@ -32,7 +32,7 @@ from ..core._probe import (
     TransportClosed,
 )
 from ._eracache import load_era_cache, save_era_cache
-from ._process import stop_process
+from ._process import open_server_process, stop_process
 
 __all__ = ["describe", "probe_stdio"]
 
@@ -96,7 +96,7 @@ async def probe_stdio(
 
     probe.start(time.time())
     while outcome is None:
-        process = await anyio.open_process(list(argv), env=full_env, cwd=cwd)
+        process = await open_server_process(argv, env=full_env, cwd=cwd)
         try:
             again = await run_once(process)
         finally:

@@ -53,7 +53,11 @@ _WATCHED_LINE = 64 * 1024 * 1024  # longer unterminated input is not kept for wa
 def ensure_daemon(
     state_dir: Path, *, config: str | None = None, loop: str | None = None, wait: float = 30.0
 ) -> dict[str, Any]:
-    """The running daemon's ``daemon.json``; starts ``mcpx daemon`` (detached, on ``loop``) first if none runs."""
+    """The running daemon's ``daemon.json``; starts ``mcpx daemon`` (detached, on ``loop``) first if none runs.
+
+    A daemon started here is announced on stderr (a host shows it in its
+    server log) with its log file and how to end it.
+    """
     info = daemon_info(state_dir)
     if info is not None:
         return info
@@ -74,6 +78,12 @@ def ensure_daemon(
     while time.monotonic() < deadline:
         info = daemon_info(state_dir)
         if info is not None:
+            print(
+                f"mcpx: started a daemon for {state_dir} (pid {info.get('pid')}, MCP at {info.get('mcp')}); "
+                f"its log is {state_dir / 'daemon.log'}; it outlives this host: `mcpx stop` ends it",
+                file=sys.stderr,
+                flush=True,
+            )
             return info
         if process.poll() is not None:
             break
