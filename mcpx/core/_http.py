@@ -728,12 +728,21 @@ class HttpServer:
         return Revision.V2024_11_05 in self.config.revisions
 
     def _check_origin_and_host(self, c: _Conn) -> None:
+        # Repeated headers arrive joined with ", " (_headers); neither an origin nor a host holds a
+        # comma, so a comma is two headers (or a list in one): which one would the check have seen?
         origin = c.headers.get("origin")
-        if origin is not None and not self._origin_allowed(origin):
-            raise _HttpError(403, f"Origin {origin!r} is not allowed; add it to transport.allowedOrigins")
+        if origin is not None:
+            if "," in origin:
+                raise _HttpError(400, f"one Origin, once: got {origin!r}")
+            if not self._origin_allowed(origin):
+                raise _HttpError(403, f"Origin {origin!r} is not allowed; add it to transport.allowedOrigins")
         host = c.headers.get("host")
         if host is None:
             raise _HttpError(403, "a request must name this server in a Host header")
+        if "," in host:
+            raise _HttpError(400, f"one Host, once: got {host!r}")
+        if not _valid_port(host):
+            raise _HttpError(400, f"Host {host!r} is not host[:port] with a port from 1 to 65535")
         if _host_part(host) not in self._allowed_hosts:
             raise _HttpError(
                 403, f"Host {host!r} does not name this server; add it to transport.allowedHosts"
@@ -749,6 +758,12 @@ class HttpServer:
             return False  # not a URL at all
         if parts.scheme not in ("http", "https") or not hostname:
             return False
+        try:
+            port = parts.port  # a port that is not a number from 0 to 65535 raises
+        except ValueError:
+            return False
+        if port == 0 or parts.netloc.endswith(":"):
+            return False  # "http://localhost:0", "http://localhost:": no origin a browser sends
         hostname = hostname.lower()
         bound = self.http.bound_host.lower().strip("[]")
         return hostname in _LOOPBACK_HOSTS or (bound not in _WILDCARDS and hostname == bound)
@@ -1490,6 +1505,19 @@ def _host_names(http: HttpConfig) -> frozenset[str]:
     if bound not in _WILDCARDS:
         names.add(bound)
     return frozenset(names)
+
+
+def _valid_port(host: str) -> bool:
+    """Whether ``host`` (a Host header) has no port, or a port of digits from 1 to 65535 (RFC 9110 §7.2)."""
+    host = host.strip()
+    end = host.rfind("]") if host.startswith("[") else -1
+    rest = host[end + 1 :] if end >= 0 else host
+    if end < 0 and rest.count(":") > 1:
+        return True  # an unbracketed IPv6 address: _host_part takes it whole, and it names no server
+    if ":" not in rest:
+        return True
+    port = rest.rsplit(":", 1)[1]
+    return port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
 
 
 def _host_part(host: str) -> str:

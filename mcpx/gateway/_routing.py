@@ -352,7 +352,12 @@ class Routes:
                 verbatim=rec.verbatim,
             )
         except LocalProtocolError as exc:  # the session cannot send: the server went away
-            self._end(rec, Outcome.failure(-32603, f"server {rec.server!r}: {exc}", {"server": rec.server}))
+            self._end(
+                rec,
+                Outcome.failure(
+                    -32603, f"server {rec.server!r}: {exc}", {"server": rec.server, "kind": "crashed"}
+                ),
+            )
             return
         except ValueError as exc:  # params no JSON text can carry
             self._end(rec, Outcome.failure(-32602, f"Invalid params: {exc}"))
@@ -458,8 +463,8 @@ class Routes:
         if answer.error is not None:
             error = answer.error
             data = error.get("data")
-            if data is None and rec.instance not in self.clients:  # lost: name the server, as the pool does
-                data = {"server": rec.server}
+            if data is None and rec.instance not in self.clients:  # lost: named and kinded, as the pool does
+                data = {"server": rec.server, "kind": "crashed"}
             self._end(rec, Outcome.failure(error["code"], error["message"], data))
             return
         assert answer.result is not None
@@ -568,5 +573,7 @@ def _verbatim(result: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _went_away(server: str) -> Outcome:
     return Outcome.failure(
-        -32603, f"server {server!r}: its process went away; call again to restart it", {"server": server}
+        -32603,
+        f"server {server!r}: its process went away; call again to restart it",
+        {"server": server, "kind": "crashed"},
     )

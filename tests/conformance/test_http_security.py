@@ -479,6 +479,10 @@ FOREIGN_ORIGINS = (
     "https://example.org",
     "https://app.example:8443",  # the allowed origin, another port
     "http://app.example",  # the allowed origin, another scheme
+    "http://localhost:abc",  # a port that is no number
+    "http://localhost:99999",  # a port out of range
+    "http://localhost:",  # an empty port
+    "http://localhost:0",
 )
 LOCAL_ORIGINS = (
     "http://localhost",
@@ -611,8 +615,31 @@ def test_host_duplicate(server: Server) -> None:
     raw = build("POST", "/mcp", (("Host", "evil.com"), *JSON_HEADERS), PING, host=f"localhost:{server.port}")
     conn, resp = exchange(server.port, raw)
     conn.close()
-    assert resp.status in (400, 403), f"two Host headers were answered {resp.status}: {resp.body!r}"
-    assert_jsonrpc_error(resp)
+    assert resp.status == 400, f"two Host headers were answered {resp.status}: {resp.body!r}"
+    assert_jsonrpc_error(resp, 400)
+
+
+BAD_PORTS = ("localhost:abc", "localhost:99999", "localhost:", "localhost:0", "127.0.0.1:-1", "[::1]:x")
+
+
+@per_loop
+@pytest.mark.parametrize("host", BAD_PORTS)
+def test_host_with_a_port_that_is_no_port(server: Server, host: str) -> None:
+    """The port of a Host must be a number from 1 to 65535 (RFC 9110 §7.2); anything else is 400, naming it."""
+    conn, resp = exchange(server.port, build("POST", "/mcp", JSON_HEADERS, PING, host=host))
+    conn.close()
+    error = assert_jsonrpc_error(resp, 400)
+    assert host in error["message"], error
+
+
+@per_loop
+def test_origin_repeated(server: Server) -> None:
+    """Two Origin headers (both local): which one would the check have judged?  400, and nothing served."""
+    headers = (("Origin", "http://localhost"), ("Origin", "http://127.0.0.1"), *JSON_HEADERS)
+    conn, resp = exchange(server.port, build("POST", "/mcp", headers, PING, host=local_host(server)))
+    conn.close()
+    error = assert_jsonrpc_error(resp, 400)
+    assert "Origin" in error["message"], error
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,124 @@
+"""An upstream killed mid-call: every caller answered within 2 s, naming the server and ``kind: crashed``.
+
+A real daemon (its upstream mcpx's demo server, shared by every caller) and
+real callers: ``/v1/call`` from threads, and a legacy host through ``mcpx
+serve``, each in a ``sleep`` call when the upstream is SIGKILLed.  Round
+after round the next call works (the pool starts the server again), no
+zombie is left, and the daemon's descriptors come back to where they were.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..fuzz._mcp import initialize, notification, request
+from ..fuzz._serve_host import Daemon, Host
+from ._daemon_process import DaemonProcess
+
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(
+        not Path("/proc").is_dir(), reason="the upstream and the daemon's fds are read from /proc"
+    ),
+]
+ROUNDS = 10
+CALLERS = 3
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Each child of ``pid``: its state letter (Z for a zombie)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found[int(entry.name)] = fields[0]
+    return found
+
+
+def _fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _call_in_flight(daemon: DaemonProcess, answers: list[tuple[float, Any]]) -> None:
+    answer = daemon.request(
+        "POST", "/v1/call", {"server": "demo", "tool": "sleep", "arguments": {"seconds": 60}}
+    )
+    answers.append((time.monotonic(), (answer.status, answer.json())))
+
+
+def test_an_upstream_killed_mid_call_answers_every_caller_in_time(tmp_path: Path) -> None:
+    daemon = DaemonProcess(tmp_path)
+    shim_env = Daemon(tmp_path)
+    shim_env.env.update(daemon.env)
+    host = Host(shim_env, "2025-11-25", "fds", handshake=False)
+    try:
+        host.send(initialize("init", "2025-11-25"))
+        host.replies(1)
+        host.send(notification("notifications/initialized"))
+        warm = daemon.request(
+            "POST", "/v1/call", {"server": "demo", "tool": "echo", "arguments": {"text": "x"}}
+        )
+        assert warm.status == 200, warm.body
+        fds_at_start = _fds(daemon.process.pid)
+        for round_ in range(ROUNDS):
+            answers: list[tuple[float, Any]] = []
+            callers = [
+                threading.Thread(target=_call_in_flight, args=(daemon, answers)) for _ in range(CALLERS)
+            ]
+            for caller in callers:
+                caller.start()
+            host.send(
+                request(
+                    round_,
+                    "tools/call",
+                    {
+                        "name": "mcpx_call",
+                        "arguments": {"server": "demo", "tool": "sleep", "arguments": {"seconds": 60}},
+                    },
+                )
+            )
+            deadline = time.monotonic() + 30
+            while (status := daemon.request("GET", "/v1/servers").json()["servers"][0]["pool"])[
+                "inFlight"
+            ] < CALLERS + 1:
+                assert time.monotonic() < deadline, status  # every call reached the upstream
+                time.sleep(0.01)
+            (upstream,) = [pid for pid, state in _children(daemon.process.pid).items() if state != "Z"]
+            os.kill(upstream, signal.SIGKILL)
+            killed = time.monotonic()
+            (hosts,) = host.replies(1)
+            host_took = time.monotonic() - killed
+            for caller in callers:
+                caller.join(30)
+            assert len(answers) == CALLERS
+            for answered_at, (code, body) in answers:
+                assert answered_at - killed < 2.0, (round_, answered_at - killed)
+                assert code == 502 and body["error"]["code"] == "crashed", body
+                assert body["error"]["data"]["server"] == "demo", body
+            assert host_took < 2.0, (round_, host_took)
+            error = hosts["error"]
+            assert error["data"] == {"server": "demo", "kind": "crashed"} and "demo" in error["message"], (
+                hosts
+            )
+            again = daemon.request(
+                "POST", "/v1/call", {"server": "demo", "tool": "echo", "arguments": {"text": "x"}}
+            )
+            assert again.status == 200, (round_, again.body)
+        assert all(state != "Z" for state in _children(daemon.process.pid).values())
+        assert (
+            _fds(daemon.process.pid) <= fds_at_start + 2
+        )  # a spare pipe or two in flight, no leak per round
+    finally:
+        host.kill()
+        daemon.close()
