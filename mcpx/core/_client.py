@@ -573,6 +573,17 @@ class ClientSession:
     def _response(self, message: Response | ErrorResponse) -> None:
         handle = self._by_id.pop(message.id, None) if message.id is not None else None
         if handle is None:
+            if message.id is None and isinstance(message, ErrorResponse) and len(self._by_id) == 1:
+                # The server could not read a request (JSON-RPC 2.0 §5: id null).  With one request
+                # on the wire it can only be that one: it fails now, rather than at its timeout.
+                ((_, handle),) = self._by_id.items()
+                self._fail(
+                    handle,
+                    message.code,
+                    f"the server could not read the request: {message.message}",
+                    message.data,
+                )
+                return
             self._trace("unmatched-response", id=message.id)
             return
         call = self._calls.get(handle)

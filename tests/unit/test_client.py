@@ -240,6 +240,30 @@ def test_an_unknown_result_type_fails_the_call() -> None:
     assert failed.handle == handle and "resultType" in failed.error["message"]
 
 
+def test_a_null_id_error_fails_the_one_request_on_the_wire_and_no_other() -> None:
+    """JSON-RPC 2.0 §5: the server could not read a request.  With one on the wire it is that one."""
+    parse_error = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32700, "message": "Parse error: line too long"},
+    }
+    c = ClientSession(client_info=INFO, modern=True)
+    handle = c.request("tools/call", {"name": "t"})
+    c.next_actions()
+    c.receive_json(parse_error)
+    failed = only(c.next_actions(), Failed)
+    assert failed.handle == handle and failed.error["code"] == -32700
+    assert (
+        "could not read the request" in failed.error["message"] and "line too long" in failed.error["message"]
+    )
+    assert c.in_flight == 0
+    first, second = c.request("tools/call", {"name": "a"}), c.request("tools/call", {"name": "b"})
+    c.next_actions()
+    c.receive_json(parse_error)  # two on the wire: which one?  Neither is failed on a guess
+    assert not [a for a in c.next_actions() if isinstance(a, Failed)]
+    assert c.in_flight == 2 and {first, second} == set(c._calls)
+
+
 def test_cancellation_per_era() -> None:
     legacy = ClientSession(client_info=INFO, modern=False)
     legacy._state.ready = True  # as after a handshake
