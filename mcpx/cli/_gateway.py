@@ -43,6 +43,7 @@ import orjson
 import typer
 
 from ..config._endpoint import DaemonEndpoint
+from ..config._settings import format_duration
 from ..gateway._state import daemon_info
 from ._settings import collect_flags
 from ._v1 import Daemon, DaemonError, call_body, one_line, refusal, result_lines
@@ -494,9 +495,18 @@ def register(app: typer.Typer) -> None:
         if _show(summary, as_json):
             return
         where = f"(pid {info['pid']}) at {info['mcp']}" if "pid" in info else f"at {info['url']}"
-        typer.echo(f"mcpx daemon {health['version']} {where}")
+        up = health.get("uptimeSeconds")
+        since = f", up {format_duration(round(float(up)))}" if isinstance(up, int | float) else ""
+        typer.echo(
+            f"mcpx daemon {health['version']} {where}{since}: "
+            f"{health.get('instances', '?')} upstream instances, {health.get('inFlight', '?')} calls in flight"
+        )
         for server in listed["servers"]:
-            typer.echo(f"  {server['name']:<16} {(server.get('pool') or {}).get('state', '?')}")
+            pool = server.get("pool") or {}
+            typer.echo(
+                f"  {server['name']:<16} {pool.get('state', '?'):<9} "
+                f"{len(pool.get('instances') or [])} instances, {pool.get('inFlight', 0)} in flight"
+            )
 
 
 def wait_for_exit(pid: int, seconds: float) -> bool:

@@ -41,6 +41,7 @@ import functools
 import os
 import re
 import secrets
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -196,6 +197,7 @@ class Ops:
         self.servers = servers
         self.upstreams = upstreams
         self.tg = tg
+        self.started = time.monotonic()  # /health's uptime
 
     async def handle(self, request: AppRequest) -> AppResponse:
         target = urlsplit(request.target)
@@ -278,7 +280,15 @@ async def _events(ops: Ops, params: Mapping[str, Any]) -> Any:
 
 
 async def _health(ops: Ops, params: Mapping[str, Any]) -> Any:
-    return {"status": "ok", "version": __version__, "servers": len(ops.servers)}
+    pools = ops.upstreams.status()
+    return {
+        "status": "ok",
+        "version": __version__,
+        "servers": len(ops.servers),
+        "uptimeSeconds": round(time.monotonic() - ops.started, 3),
+        "instances": sum(len(p.instances) for p in pools),
+        "inFlight": sum(p.in_flight for p in pools),
+    }
 
 
 async def _servers(ops: Ops, params: Mapping[str, Any]) -> Any:
@@ -561,7 +571,13 @@ async def _restart(ops: Ops, params: Mapping[str, Any]) -> Any:
 
 
 OPS: tuple[Op, ...] = (
-    Op("health", "GET", "/health", "Is the daemon up; its version.", _health),
+    Op(
+        "health",
+        "GET",
+        "/health",
+        "Is the daemon up: its version, uptime, upstream instances and calls in flight.",
+        _health,
+    ),
     Op("servers", "GET", "/v1/servers", "The configured upstream servers and their pool state.", _servers),
     Op("tools", "GET", "/v1/tools", "Every upstream tool (or one server's: ?server=NAME).", _tools),
     Op(

@@ -11,6 +11,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -86,6 +88,31 @@ def test_what_an_upstream_started_does_not_outlive_the_daemon(tmp_path: Path) ->
         assert _alive(grandchild)
         assert daemon.mcpx("stop").returncode == 0
         assert wait_for_exit(grandchild, 10), "the upstream's own child outlived the daemon"
+    finally:
+        daemon.close()
+
+
+def test_mcpx_status_shows_uptime_instances_and_calls_in_flight(tmp_path: Path) -> None:
+    daemon = DaemonProcess(tmp_path)
+    try:
+        calls = [
+            threading.Thread(
+                target=daemon.request,
+                args=("POST", "/v1/call", {"server": "demo", "tool": "sleep", "arguments": {"seconds": 5}}),
+            )
+            for _ in range(2)
+        ]
+        for call in calls:
+            call.start()
+        deadline = time.monotonic() + 30
+        while daemon.request("GET", "/health").json()["inFlight"] < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        shown = daemon.mcpx("status", "--json")
+        health = orjson.loads(shown.stdout)["health"]
+        assert health["inFlight"] == 2 and health["instances"] == 1 and health["uptimeSeconds"] > 0, health
+        for call in calls:
+            call.join(30)
     finally:
         daemon.close()
 
