@@ -651,7 +651,7 @@ class RouterMachine(RuleBasedStateMachine):
             call.rounds += 1
             sent = {"resultType": "input_required", "inputRequests": {"x": {"params": {}}}}
             self.expect_answer[call.serial] = (
-                error_like(-32603, f"more than {MAX_ROUNDS} rounds")
+                error_like(-32603, f"more than {MAX_ROUNDS} times in one call")
                 if call.rounds > MAX_ROUNDS
                 else error_like(-32602, "names no method")
             )
@@ -700,7 +700,7 @@ class RouterMachine(RuleBasedStateMachine):
         own = {key: {"roots": []} for key in keys if key == "r" and not call.roots}
         asked = {key: item for key, item in requests.items() if key not in own}
         if call.rounds > MAX_ROUNDS:
-            self.expect_answer[call.serial] = error_like(-32603, f"more than {MAX_ROUNDS} rounds")
+            self.expect_answer[call.serial] = error_like(-32603, f"more than {MAX_ROUNDS} times in one call")
         elif not asked:  # mcpx answers it all: the retry goes out at once
             self.expect_retry[call.serial] = (own, state)
         elif len(asked) > MAX_QUESTIONS:

@@ -44,6 +44,20 @@ class Ran:
     stderr: bytes
 
 
+def children(pid: int) -> dict[int, str]:
+    """Each child of process ``pid`` (from ``/proc``): its state letter, ``Z`` for a zombie."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found[int(entry.name)] = fields[0]
+    return found
+
+
 class DaemonProcess:
     def __init__(self, root: Path, config: str | None = None) -> None:
         self.env = {**os.environ, "HOME": str(root), "MCPX_STATE": str(root / "state")}

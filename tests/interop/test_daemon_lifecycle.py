@@ -20,7 +20,7 @@ import pytest
 
 from mcpx.cli._gateway import wait_for_exit
 
-from ._daemon_process import ROOT, DaemonProcess
+from ._daemon_process import ROOT, DaemonProcess, children
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -33,19 +33,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _children(pid: int) -> set[int]:
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.add(int(entry.name))
-    return found
-
-
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="the upstream's process is looked for in /proc")
 def test_mcpx_stop_ends_the_daemon_and_its_upstreams(tmp_path: Path) -> None:
     daemon = DaemonProcess(tmp_path)
@@ -55,7 +42,7 @@ def test_mcpx_stop_ends_the_daemon_and_its_upstreams(tmp_path: Path) -> None:
         )
         assert answer.status == 200, answer.body
         pid = daemon.process.pid
-        upstreams = _children(pid)
+        upstreams = set(children(pid))
         assert upstreams, "the demo server runs as the daemon's child"
         stopped = daemon.mcpx("stop")
         assert stopped.returncode == 0, stopped.stderr
@@ -153,9 +140,10 @@ def test_a_port_in_use_is_named_with_what_to_do(tmp_path: Path) -> None:
 def test_mcpx_serve_says_when_it_starts_a_daemon(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_")}
     env.update(HOME=str(tmp_path), MCPX_STATE=str(tmp_path / "state"), MCPX_TRANSPORT_PORT="0")
-    try:
-        first = subprocess.run(
-            [sys.executable, "-m", "mcpx", "serve"],
+
+    def mcpx(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx", *args],
             input=b"",
             check=False,
             env=env,
@@ -163,26 +151,13 @@ def test_mcpx_serve_says_when_it_starts_a_daemon(tmp_path: Path) -> None:
             timeout=60,
             cwd=ROOT,
         )
+
+    try:
+        first = mcpx("serve")  # a host that ends at once
         said = first.stderr.decode()
         assert first.returncode == 0, said
         assert "started a daemon" in said and str(tmp_path / "state" / "daemon.log") in said, said
         assert "mcpx stop" in said
-        second = subprocess.run(
-            [sys.executable, "-m", "mcpx", "serve"],
-            input=b"",
-            check=False,
-            env=env,
-            capture_output=True,
-            timeout=60,
-            cwd=ROOT,
-        )
-        assert "started a daemon" not in second.stderr.decode()  # it found the one running
+        assert "started a daemon" not in mcpx("serve").stderr.decode()  # it found the one running
     finally:
-        subprocess.run(
-            [sys.executable, "-m", "mcpx", "stop"],
-            env=env,
-            capture_output=True,
-            timeout=60,
-            cwd=ROOT,
-            check=False,
-        )
+        mcpx("stop")

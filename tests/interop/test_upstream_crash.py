@@ -20,7 +20,7 @@ import pytest
 
 from ..fuzz._mcp import initialize, notification, request
 from ..fuzz._serve_host import Daemon, Host
-from ._daemon_process import DaemonProcess
+from ._daemon_process import DaemonProcess, children
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -30,20 +30,6 @@ pytestmark = [
 ]
 ROUNDS = 10
 CALLERS = 3
-
-
-def _children(pid: int) -> dict[int, str]:
-    """Each child of ``pid``: its state letter (Z for a zombie)."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found[int(entry.name)] = fields[0]
-    return found
 
 
 def _fds(pid: int) -> int:
@@ -94,7 +80,7 @@ def test_an_upstream_killed_mid_call_answers_every_caller_in_time(tmp_path: Path
             ] < CALLERS + 1:
                 assert time.monotonic() < deadline, status  # every call reached the upstream
                 time.sleep(0.01)
-            (upstream,) = [pid for pid, state in _children(daemon.process.pid).items() if state != "Z"]
+            (upstream,) = [pid for pid, state in children(daemon.process.pid).items() if state != "Z"]
             os.kill(upstream, signal.SIGKILL)
             killed = time.monotonic()
             (hosts,) = host.replies(1)
@@ -115,7 +101,7 @@ def test_an_upstream_killed_mid_call_answers_every_caller_in_time(tmp_path: Path
                 "POST", "/v1/call", {"server": "demo", "tool": "echo", "arguments": {"text": "x"}}
             )
             assert again.status == 200, (round_, again.body)
-        assert all(state != "Z" for state in _children(daemon.process.pid).values())
+        assert all(state != "Z" for state in children(daemon.process.pid).values())
         assert (
             _fds(daemon.process.pid) <= fds_at_start + 2
         )  # a spare pipe or two in flight, no leak per round
