@@ -920,7 +920,7 @@ class Pool:
                 _error(
                     srv.name,
                     "start-failed",
-                    f"server {srv.name!r} failed to start: {reason}. Check its command or url "
+                    f"server {srv.name!r} failed to start: {reason.rstrip('.')}. Check its command or url "
                     f"(`mcpx servers`); mcpx starts it again for a call made after {_seconds(retry - now)}",
                     retry_after=retry - now,
                 ),

@@ -10,6 +10,7 @@ outcome there (spec/era-probe.md "The cache").
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -34,6 +35,8 @@ from ..core._probe import (
 from ._eracache import load_era_cache, save_era_cache
 from ._process import open_server_process, stop_process
 
+_STDERR_KEPT = 16 * 1024
+
 __all__ = ["describe", "probe_stdio"]
 
 
@@ -51,9 +54,11 @@ async def probe_stdio(
     probe = EraProbe(config, transport="stdio", cached=cache.get(key))
     full_env = {**os.environ, **env} if env is not None else None
     outcome: ProbeDone | ProbeFailed | None = None
+    stderr = bytearray()  # the last _STDERR_KEPT bytes the server wrote there, for a failure's reason
 
     async def run_once(process: anyio.abc.Process) -> bool:
         """Drive the probe on ``process``; ``True`` when it asked for a fresh process."""
+        stderr.clear()  # a failure quotes the last process's words
         assert process.stdin is not None and process.stdout is not None
         send, receive = anyio.create_memory_object_stream[bytes | None](64)
 
@@ -64,9 +69,18 @@ async def probe_stdio(
                     await send.send(chunk)
             await send.send(None)
 
+        async def keep_stderr() -> None:  # drained, or a chatty server blocks on a full pipe
+            if process.stderr is None:
+                return
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for chunk in process.stderr:
+                    stderr.extend(chunk)
+                    del stderr[: max(0, len(stderr) - _STDERR_KEPT)]
+
         reader = LineReader(DEFAULT_MAX_LINE)
         async with anyio.create_task_group() as tg:
             tg.start_soon(pump)
+            tg.start_soon(keep_stderr)
             try:
                 while True:
                     for action in probe.next_actions():
@@ -107,10 +121,21 @@ async def probe_stdio(
         if outcome is None and not again:
             break
     assert outcome is not None
+    if isinstance(outcome, ProbeFailed) and stderr.strip():
+        outcome = dataclasses.replace(
+            outcome, reason=f"{outcome.reason} Its stderr ended with: {_tail(stderr)}"
+        )
     if cache_path is not None:
         cache.record(key, outcome, time.time())
         save_era_cache(Path(cache_path), cache)
     return outcome
+
+
+def _tail(stderr: bytes | bytearray, lines: int = 5, chars: int = 600) -> str:
+    """The last few lines of a server's stderr, quoted on one line."""
+    text = stderr.decode(errors="replace").strip().splitlines()[-lines:]
+    joined = " | ".join(line.strip() for line in text if line.strip())
+    return repr(joined[-chars:])
 
 
 def describe(outcome: ProbeDone | ProbeFailed) -> dict[str, Any]:

@@ -9,8 +9,10 @@ zombie is left, and the daemon's descriptors come back to where they were.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -107,4 +109,19 @@ def test_an_upstream_killed_mid_call_answers_every_caller_in_time(tmp_path: Path
         )  # a spare pipe or two in flight, no leak per round
     finally:
         host.kill()
+        daemon.close()
+
+
+def test_a_server_that_fails_to_start_is_reported_in_its_own_words(tmp_path: Path) -> None:
+    """The last lines of its stderr are in the error, with ``kind: start-failed`` and when mcpx tries again."""
+    script = "import sys; sys.stderr.write('boom: MY_API_KEY is not set\\n'); sys.exit(3)"
+    config = f'[servers.bad]\ncommand = {json.dumps(sys.executable)}\nargs = ["-c", {json.dumps(script)}]\n'
+    daemon = DaemonProcess(tmp_path, config)
+    try:
+        answer = daemon.request("POST", "/v1/call", {"server": "bad", "tool": "anything"})
+        error = answer.json()["error"]
+        assert answer.status == 502 and error["code"] == "start-failed", error
+        assert "boom: MY_API_KEY is not set" in error["message"] and "again" in error["message"], error
+        assert ".." not in error["message"], error
+    finally:
         daemon.close()
