@@ -801,7 +801,12 @@ class HttpServer:
                 request_id=_id_of(body),
             )
         session_id = c.headers.get("mcp-session-id")
-        if _is_initialize(body) and isinstance((body.get("params") or {}).get("protocolVersion"), str):
+        params = body.get("params") if isinstance(body, dict) else None
+        if (
+            _is_initialize(body)
+            and isinstance(params, dict)
+            and isinstance(params.get("protocolVersion"), str)
+        ):
             self._initialize(c, body, accept_sse, now)
             return
         if session_id is not None:

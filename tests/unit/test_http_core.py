@@ -165,6 +165,16 @@ def test_initialize_mints_a_session_and_only_initialize_does() -> None:
     assert unknown.status == 404 and unknown.json()["id"] == 2
 
 
+@pytest.mark.parametrize("params", [5, "x", True, [], None, 1.5])
+def test_an_initialize_whose_params_are_no_object_is_a_json_rpc_error(params: Any) -> None:
+    """Answered -32602 (or the handshake's own error) on a 200, never a 500; and no session is minted."""
+    h = Harness()
+    _, reply = h.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    assert reply.status < 500 and "mcp-session-id" not in reply.headers, (reply.status, reply.body)
+    answer = reply.json()
+    assert answer["id"] == 1 and answer["error"]["code"] == -32602, answer
+
+
 def test_a_quick_answer_is_one_json_object_a_chatty_one_an_event_stream() -> None:
     h = Harness()
     session = h.initialize()
