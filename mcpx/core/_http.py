@@ -85,7 +85,7 @@ from ._errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     LocalProtocolError,
 )
-from ._jsonrpc import ErrorResponse, RequestId
+from ._jsonrpc import ErrorResponse, RequestId, repeated_member
 from ._revisions import (
     LEGACY_REVISIONS,
     META_PROTOCOL_VERSION,
@@ -782,6 +782,13 @@ class HttpServer:
             body = orjson.loads(c.body)
         except orjson.JSONDecodeError as exc:
             raise _HttpError(400, f"Parse error: {exc}", code=PARSE_ERROR) from None
+        repeated = repeated_member(c.body) if type(body) is dict else None
+        if repeated is not None:  # which of the two would the checks below have judged?
+            raise _HttpError(
+                400,
+                f"Invalid Request: member {repeated!r} appears more than once in the message",
+                code=INVALID_REQUEST,
+            )
         if not accept_sse and _has_listen(body):
             raise _HttpError(
                 406,

@@ -24,6 +24,7 @@ Reading rules (digest §3b, §5):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -176,11 +177,55 @@ Message = Request | Notification | Response | ErrorResponse
 
 
 def decode(data: bytes | bytearray | memoryview | str) -> Any:
-    """Parse JSON text; ``RemoteProtocolError(-32700)`` if it is not JSON."""
+    """Parse JSON text; ``RemoteProtocolError(-32700)`` if it is not JSON.
+
+    A message whose JSON-RPC member appears twice is ``-32600``
+    (``repeated_member``): a parser keeps one of the two, and the checks
+    must not judge one value while another is served.
+    """
     try:
-        return orjson.loads(data)
+        obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise RemoteProtocolError(f"Parse error: {exc}", code=PARSE_ERROR) from None
+    if type(obj) is dict:
+        repeated = repeated_member(data)
+        if repeated is not None:
+            raise RemoteProtocolError(
+                f"Invalid Request: member {repeated!r} appears more than once in the message",
+                code=INVALID_REQUEST,
+            )
+    return obj
+
+
+_MEMBERS = ("jsonrpc", "id", "method", "params", "result", "error")
+_QUOTED = tuple(f'"{name}"'.encode() for name in _MEMBERS)
+
+
+def repeated_member(data: bytes | bytearray | memoryview | str) -> str | None:
+    """The JSON-RPC member a JSON object's text names twice at its top level, else ``None``.
+
+    The usual message names each once, which a count of the quoted names
+    shows; only text that names one twice anywhere (``"id"`` inside a
+    tool's arguments, say) is parsed again, keeping every key, to look at
+    the top level alone.
+    """
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    if all(raw.count(quoted) < 2 for quoted in _QUOTED):
+        return None
+    levels: list[list[str]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        levels.append([key for key, _ in items])
+        return dict(items)
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None  # orjson read it; whatever this parser makes of it, judge it as orjson did
+    if not levels:
+        return None
+    top = levels[-1]  # the hook sees the outermost object last
+    return next((name for name in _MEMBERS if top.count(name) > 1), None)
 
 
 def encode(message: Message) -> bytes:

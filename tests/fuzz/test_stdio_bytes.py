@@ -378,3 +378,23 @@ def test_overlong_lines_are_one_parse_error_each(
     assert peer.parse_errors == overlong
     assert all(r["id"] is None for r in peer.responses if r.get("error", {}).get("code") == PARSE_ERROR)
     peer.finish()
+
+
+@pytest.mark.parametrize("member", ["method", "id", "params", "jsonrpc"])
+def test_a_member_named_twice_is_an_invalid_request_never_either_value(member: str) -> None:
+    """A parser keeps one of two ``method`` members; mcpx serves neither: -32600 naming it, id null."""
+    twice = {
+        "method": b'{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/list"}',
+        "id": b'{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}',
+        "params": b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{},"params":{"a":1}}',
+        "jsonrpc": b'{"jsonrpc":"2.0","jsonrpc":"1.0","id":1,"method":"ping"}',
+    }[member]
+    peer = Peer(app="result")
+    peer.feed(_prelude("2025-11-25"))
+    peer.feed(twice + b"\n" + to_line(request("after", "ping")))
+    refusal, after = peer.responses[-2:]
+    assert refusal["error"]["code"] == -32600 and f"'{member}'" in refusal["error"]["message"], refusal
+    assert refusal["id"] is None and after["id"] == "after" and "result" in after
+    nested = b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"arguments":{"id":1,"method":"x"}}}'
+    peer.feed(nested + b"\n")  # the names inside params are not the message's members
+    assert peer.responses[-1]["id"] == 3 and "result" in peer.responses[-1]

@@ -92,7 +92,7 @@ class Harness:
         target: str = "/mcp",
     ) -> None:
         client = self.client[conn]
-        payload = orjson.dumps(body) if body is not None else b""
+        payload = body if isinstance(body, bytes) else orjson.dumps(body) if body is not None else b""
         all_headers = {"host": "127.0.0.1:8000", "accept": "application/json, text/event-stream"}
         if body is not None:
             all_headers["content-type"] = "application/json"
@@ -163,6 +163,16 @@ def test_initialize_mints_a_session_and_only_initialize_does() -> None:
     assert reply.status == 200 and "mcp-session-id" not in reply.headers
     _, unknown = h.post({"jsonrpc": "2.0", "id": 2, "method": "ping"}, {"mcp-session-id": "nope"})
     assert unknown.status == 404 and unknown.json()["id"] == 2
+
+
+def test_a_member_named_twice_is_refused_whichever_value_a_parser_kept() -> None:
+    h = Harness()
+    session = h.initialize()
+    twice = b'{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/list"}'
+    _, reply = h.post(twice, {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"})
+    assert reply.status == 400, (reply.status, reply.body)
+    error = reply.json()["error"]
+    assert error["code"] == -32600 and "'method'" in error["message"], error
 
 
 @pytest.mark.parametrize("params", [5, "x", True, [], None, 1.5])
