@@ -11,8 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import orjson
@@ -21,6 +19,7 @@ import pytest
 from mcpx.cli._gateway import wait_for_exit
 
 from ._daemon_process import ROOT, DaemonProcess, children
+from .test_settings_walk import ASKING, legacy_host, mcpx_call, running
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -80,28 +79,20 @@ def test_what_an_upstream_started_does_not_outlive_the_daemon(tmp_path: Path) ->
 
 
 def test_mcpx_status_shows_uptime_instances_and_calls_in_flight(tmp_path: Path) -> None:
-    daemon = DaemonProcess(tmp_path)
-    try:
-        calls = [
-            threading.Thread(
-                target=daemon.request,
-                args=("POST", "/v1/call", {"server": "demo", "tool": "sleep", "arguments": {"seconds": 5}}),
-            )
-            for _ in range(2)
-        ]
-        for call in calls:
-            call.start()
-        deadline = time.monotonic() + 30
-        while daemon.request("GET", "/health").json()["inFlight"] < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        shown = daemon.mcpx("status", "--json")
-        health = orjson.loads(shown.stdout)["health"]
-        assert health["inFlight"] == 2 and health["instances"] == 1 and health["uptimeSeconds"] > 0, health
-        for call in calls:
-            call.join(30)
-    finally:
-        daemon.close()
+    """Two hosts, each with a call held by its upstream's question: both in flight, on one instance."""
+    with running(tmp_path, config=ASKING) as daemon:
+        hosts = [legacy_host(daemon, capabilities={"elicitation": {}}) for _ in range(2)]
+        try:
+            for host in hosts:
+                host.send(mcpx_call(1, "asking", "ask_twice"))
+                assert host.message()["method"] == "elicitation/create"  # the call is in the upstream's hands
+            shown = daemon.mcpx("status", "--json")
+            health = orjson.loads(shown.stdout)["health"]
+            assert health["inFlight"] == 2 and health["instances"] == 1, health
+            assert health["uptimeSeconds"] > 0, health
+        finally:
+            for host in hosts:
+                host.kill()
 
 
 def test_a_second_daemon_names_the_running_one(tmp_path: Path) -> None:

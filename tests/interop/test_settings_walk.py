@@ -31,10 +31,12 @@ from typing import Any
 
 import pytest
 
+from mcpx.cli._gateway import wait_for_exit
 from mcpx.config._settings import NOT_YET, SETTINGS, env_name
 
 from ..fuzz._mcp import CC, CI, MODERN, PV, initialize, notification, request, to_line
 from ..fuzz._serve_host import ROOT, WAIT, Daemon, Host
+from ._daemon_process import children
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -406,11 +408,10 @@ def test_pool_idle_timeout_stops_an_unused_instance(tmp_path: Path) -> None:
             "POST", "/v1/call", {"server": "demo", "tool": "echo", "arguments": {"text": "x"}}
         )
         assert status == 200, body
-        deadline = time.monotonic() + 10
-        while (pool := daemon.servers()["demo"]["pool"])["instances"]:
-            assert time.monotonic() < deadline, pool
-            time.sleep(0.05)
-        assert pool["spawnCount"] >= 1, pool
+        for upstream in children(daemon.process.pid):  # the instance's process, if it has not gone yet
+            assert wait_for_exit(upstream, 10), "the idle instance was not stopped"
+        pool = daemon.servers()["demo"]["pool"]
+        assert pool["instances"] == [] and pool["spawnCount"] >= 1, pool
 
 
 @proves("pool.maxSpawnsPerMinute")
