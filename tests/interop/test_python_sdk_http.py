@@ -589,13 +589,19 @@ async def _check_http_sse(http: HttpLog) -> None:
     assert all(e.request.url == endpoint for e in posts), posts
     assert posts[0].rpc_method == "initialize"
     assert posts[0].body["params"]["protocolVersion"] == "2024-11-05"
-    # Every message is accepted with 202; its answer goes down the stream.
-    assert all(e.status == 202 for e in posts), posts
+    # Every message is accepted with 202; its answer goes down the stream.  The
+    # answer and the 202 travel on two connections, so the SDK may read the last
+    # call's answer first and close before its POST task reads the 202: only the
+    # last POST may go without a response head, and every head that came is 202.
+    *earlier, last = posts
+    assert all(e.status == 202 for e in earlier), posts
+    assert last.status in (202, None), last
     # This transport has no Mcp-Session-Id, and the SDK sends no DELETE: it
     # ends the session by closing its stream ...
     for exchange in http.exchanges:
         assert "mcp-session-id" not in exchange.request.headers, exchange
-        assert exchange.headers is not None and "mcp-session-id" not in exchange.headers, exchange
+        assert exchange.headers is None or "mcp-session-id" not in exchange.headers, exchange
+    assert stream.headers is not None and all(e.headers is not None for e in earlier), http.exchanges
 
     # ... which mcpx notices: the endpoint soon stops taking messages.  (The
     # probe is a notification nobody defines, harmless should it still land.)
