@@ -75,6 +75,11 @@ def render_text(config: Config) -> str:
                 extras.append(
                     f"auth {server.auth.type} ({', '.join(names)}; secret from {', '.join(server.auth.secret_from)})"
                 )
+            elif server.auth_pending is not None:
+                variable = server.auth_pending.variable
+                extras.append(
+                    f"auth: warning, ${variable} is unset here; the daemon must have it to start {name}"
+                )
             extras.append(f"scope {server.scope}")
             lines.append(f"  {name}  {server.transport}  {target}  [{'; '.join(extras)}]")
     for warning in config.warnings:

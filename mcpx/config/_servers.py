@@ -23,6 +23,10 @@ The JSON that MCP hosts already use is read as is: keys a host understands
 but mcpx does not (``autoApprove``, ``timeout``, …) are reported as warnings
 rather than refused.  mcpx's own TOML is strict: an unknown key is an error.
 Nothing here does I/O; ``environ`` is only for ``auth``'s indirections.
+A secret belongs to the daemon, which starts the servers: an indirection
+(``tokenEnv``, …) naming a variable unset in ``environ`` is a warning, and the
+server keeps its block to be resolved when it starts (``UpstreamServer.resolved``),
+so that a client command run from a shell without the secret still works.
 ``mcpx.core`` (where ``auth`` and the refused headers are defined) is
 imported only for a server that has ``auth`` or ``headers``: reading a
 configuration must not load the protocol machines (mcpx/config/_settings.py).
@@ -31,9 +35,10 @@ configuration must not load the protocol machines (mcpx/config/_settings.py).
 from __future__ import annotations
 
 import enum
+import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
@@ -42,7 +47,7 @@ from ._settings import SERVER_NAME, SERVER_NAME_RULE, suggest
 if TYPE_CHECKING:
     from ..core._upstream_auth import Transport, UpstreamAuth
 
-__all__ = ["RESERVED_NAMES", "Scope", "UpstreamServer", "check_server_name", "parse_server"]
+__all__ = ["RESERVED_NAMES", "PendingAuth", "Scope", "UpstreamServer", "check_server_name", "parse_server"]
 
 RESERVED_NAMES: Final = frozenset({"mcpx"})
 _KEYS: Final = ("command", "args", "env", "cwd", "url", "headers", "auth", "scope", "type", "disabled")
@@ -67,6 +72,20 @@ class Scope(enum.StrEnum):
     """A fresh instance for each call, stopped when it ends."""
 
 
+@dataclass(frozen=True, slots=True)
+class PendingAuth:
+    """An ``auth`` block whose secret was not in the environment the configuration was read in.
+
+    ``block`` is the block as JSON text (it holds no resolved secret: a
+    literal secret in it would have resolved), ``where`` its place in the
+    file, ``variable`` the unset variable it names.
+    """
+
+    where: str
+    block: str
+    variable: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpstreamServer:
     """One configured upstream.  Exactly one of ``command`` (stdio) and ``url`` (HTTP) is set.
@@ -83,6 +102,8 @@ class UpstreamServer:
     url: str | None = None
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     auth: UpstreamAuth | None = None
+    auth_pending: PendingAuth | None = field(default=None, repr=False)
+    """The ``auth`` block to resolve when the server starts, its variable unset when it was read."""
     scope: Scope = Scope.SHARED
 
     @property
@@ -94,6 +115,25 @@ class UpstreamServer:
         if self.command is None:
             raise ValueError(f"server {self.name!r} is an HTTP server ({self.url}); it has no command")
         return [self.command, *self.args]
+
+    def resolved(self, environ: Mapping[str, str]) -> UpstreamServer:
+        """This server with a pending ``auth`` block resolved against ``environ`` (the daemon's, at start).
+
+        Raises ``AuthConfigError`` (a ``ValueError``) saying what to set when
+        the variable is still unset, or the secret is unusable.
+        """
+        if self.auth_pending is None:
+            return self
+        from ..core._upstream_auth import AuthConfigError, parse_auth
+
+        pending = self.auth_pending
+        auth = parse_auth(
+            json.loads(pending.block), environ=environ, transport=self.transport, where=pending.where
+        )
+        clash = _auth_clash(auth, self.headers)
+        if clash:
+            raise AuthConfigError(f"{pending.where}: auth sets {clash[0]} and so does headers; keep one")
+        return replace(self, auth=auth, auth_pending=None)
 
     def process_env(self) -> dict[str, str]:
         """Variables to add to mcpx's environment for the spawned process: ``env``, then ``auth`` (type env).
@@ -121,6 +161,9 @@ class UpstreamServer:
                 out["headers"] = [name for name, _ in self.headers]
         if self.auth is not None:
             out["auth"] = self.auth.describe()
+        elif self.auth_pending is not None:
+            block = json.loads(self.auth_pending.block)
+            out["auth"] = {"type": block.get("type"), "unset": self.auth_pending.variable}
         return out
 
 
@@ -222,16 +265,20 @@ def parse_server(
             if key in entry:
                 problems.append(f"{where}.{key} is for command servers; a url server takes headers and auth")
     auth: UpstreamAuth | None = None
+    pending: PendingAuth | None = None
     if entry.get("auth") is not None:
-        from ..core._upstream_auth import AuthConfigError, parse_auth
+        from ..core._upstream_auth import AuthConfigError, SecretUnset, parse_auth
 
         try:
             auth = parse_auth(entry["auth"], environ=environ, transport=transport, where=f"{where}.auth")
+        except SecretUnset as exc:
+            # The daemon reads it when it starts the server; here it may not be needed at all.
+            pending = PendingAuth(f"{where}.auth", json.dumps(entry["auth"], default=str), exc.variable)
+            warnings.append(f"{exc}; {name} cannot start until the daemon has it")
         except AuthConfigError as exc:
             problems.append(str(exc))
     if auth is not None:
-        clash = {n.lower() for n, _ in auth.headers} & {n.lower() for n, _ in headers}
-        for header in sorted(clash):
+        for header in _auth_clash(auth, headers):
             problems.append(f"{where}: auth sets {header} and so does headers; keep one")
     if len(problems) > before:
         return None
@@ -244,8 +291,14 @@ def parse_server(
         url=url if transport == "http" else None,
         headers=headers,
         auth=auth,
+        auth_pending=pending,
         scope=scope,
     )
+
+
+def _auth_clash(auth: UpstreamAuth, headers: tuple[tuple[str, str], ...]) -> list[str]:
+    """The headers (lowercase) both ``auth`` and a server's ``headers`` set."""
+    return sorted({n.lower() for n, _ in auth.headers} & {n.lower() for n, _ in headers})
 
 
 def _argv(command: object, args: object, where: str, problems: list[str]) -> tuple[str, ...]:

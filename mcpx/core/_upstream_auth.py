@@ -56,6 +56,7 @@ from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 __all__ = [
     "AUTH_TYPES",
     "AuthConfigError",
+    "SecretUnset",
     "Transport",
     "UpstreamAuth",
     "parse_auth",
@@ -96,6 +97,21 @@ class AuthConfigError(ValueError):
 
     The message never contains a secret.
     """
+
+
+class SecretUnset(AuthConfigError):
+    """An ``...Env`` indirection names a variable that is unset (or empty) in the ``environ`` given.
+
+    Not a mistake in the block itself: the variable may well be set where the
+    server is started (the daemon's environment, not a client command's), so
+    configuration readers report it as a warning and resolve the block again
+    when the server starts (``mcpx.config.UpstreamServer.resolved``).
+    ``variable`` is the name looked up.
+    """
+
+    def __init__(self, message: str, variable: str) -> None:
+        super().__init__(message)
+        self.variable = variable
 
 
 def refused_header_reason(name: str) -> str | None:
@@ -343,12 +359,14 @@ def _lookup(name: object, environ: Mapping[str, str], setting: str, literal: str
         )
     value = environ.get(name)
     if value is None:
-        raise AuthConfigError(
-            f"{setting} names {name}, which is not set in mcpx's environment: export {name} before "
-            f"starting mcpx, or give the value itself as {literal}"
+        raise SecretUnset(
+            f"{setting} names {name}, which is not set in mcpx's environment: export {name} where the "
+            f"daemon starts (`mcpx stop` ends a daemon started without it), or give the value itself "
+            f"as {literal}",
+            name,
         )
     if not value:
-        raise AuthConfigError(f"{setting} names {name}, which is set but empty: give it the secret's value")
+        raise SecretUnset(f"{setting} names {name}, which is set but empty: give it the secret's value", name)
     return value
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ from ..core._pool import (
     Stop,
 )
 from ..core._revisions import TASKS_EXTENSION
+from ..core._upstream_auth import AuthConfigError
 from ..drivers import _batch
 from ..drivers._eracache import era_cache_path, load_era_cache, save_era_cache
 from ..drivers._probe_http import probe_http
@@ -616,10 +618,14 @@ class Upstreams:
     async def _run_instance(self, instance: int, running: _Running) -> None:
         server = self.servers[running.server]
         try:
+            # A secret is the daemon's: read from its environment when the server starts.
+            server = server.resolved(os.environ)
             with running.starting:
                 await self._serve_instance(instance, running, server)
         except McpCallError as exc:
             reason = exc.message
+        except AuthConfigError as exc:  # its secret, read from the daemon's environment just now
+            reason = str(exc)
         except (OSError, ValueError) as exc:
             reason = f"server {server.name!r} could not be started: {exc}"
         except anyio.get_cancelled_exc_class():

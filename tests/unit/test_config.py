@@ -16,6 +16,7 @@ import pytest
 
 from mcpx.config import (
     SETTINGS,
+    AuthConfigError,
     ConfigError,
     Scope,
     Source,
@@ -259,10 +260,6 @@ def test_config_location_order() -> None:
         ("[servers.a]\nurl = 'https://h'\nheaders = { Connection = 'close' }\n", ["hop-by-hop"]),
         ("[servers.a]\nurl = 'https://h'\nauth = { type = 'oauth' }\n", ["oauth is not implemented"]),
         ("[servers.a]\ncommand = 'x'\nauth = { type = 'bearer', token = 't' }\n", ["use type env"]),
-        (
-            "[servers.a]\nurl = 'https://h'\nauth = { type = 'bearer', tokenEnv = 'NOPE' }\n",
-            ["NOPE, which is not set"],
-        ),
         ("[servers.a]\ncommand = 'x'\nscope = 'global'\n", ["use shared, connection, call"]),
         ("[servers.a]\ncommand = 'x'\ntype = 'http'\n", ["make them agree"]),
         ("[servers.a]\ncommand = 'x'\nenv = { N = 1 }\n", ["env.N must be a string"]),
@@ -278,6 +275,28 @@ def test_refusals_name_the_key_the_value_and_what_is_allowed(text: str, fragment
     message = _problems(text)
     for fragment in fragments:
         assert fragment in message
+
+
+def test_an_unset_secret_is_a_warning_and_is_read_again_when_the_server_starts() -> None:
+    text = "[servers.a]\nurl = 'https://h'\nauth = { type = 'bearer', tokenEnv = 'NOPE' }\n"
+    config = parse_config(text, environ={})
+    (warning,) = config.warnings
+    assert "NOPE, which is not set" in warning and "a cannot start until the daemon has it" in warning
+    server = config.servers["a"]
+    assert server.auth is None and server.describe()["auth"] == {"type": "bearer", "unset": "NOPE"}
+    with pytest.raises(AuthConfigError, match=r"servers\.a\.auth\.tokenEnv names NOPE, which is not set"):
+        server.resolved({})
+    started = server.resolved({"NOPE": "t0ken"})
+    assert started.auth is not None and started.auth.headers == (("Authorization", "Bearer t0ken"),)
+    assert started.auth_pending is None and started.url == server.url
+    # A block that is wrong whatever the environment is still refused when the file is read.
+    assert "unknown key(s) tokenenv" in _problems(
+        "[servers.a]\nurl = 'https://h'\nauth = { type = 'bearer', tokenenv = 'NOPE' }\n"
+    )
+    clash = "[servers.a]\nurl = 'https://h'\nheaders = { Authorization = 'x' }\n"
+    clash += "auth = { type = 'bearer', tokenEnv = 'NOPE' }\n"
+    with pytest.raises(AuthConfigError, match="auth sets authorization and so does headers"):
+        parse_config(clash, environ={}).servers["a"].resolved({"NOPE": "t"})
 
 
 def test_bad_values_from_the_environment_and_flags_say_where_they_came_from() -> None:
