@@ -455,6 +455,15 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         description="How long an unused shared upstream is kept running (0s: stop it after each use).",
     ),
     SettingDef(
+        key="pool.drain",
+        kind=_duration(),
+        initial=10.0,
+        description=(
+            "How long calls in flight get to finish when the daemon is stopped (mcpx stop, SIGTERM, "
+            "Ctrl-C; a second Ctrl-C stops at once); then its upstreams are ended."
+        ),
+    ),
+    SettingDef(
         key="pool.maxSpawnsPerMinute",
         kind=_integer(1, 10_000),
         initial=30,

@@ -817,6 +817,11 @@ class Pool:
         call = self._calls.get(call_id)
         return None if call is None else call.instance
 
+    @property
+    def calls_in_flight(self) -> int:
+        """The calls acquired and not yet released: waiting for an instance or running on one."""
+        return len(self._calls)
+
     def calls_on(self, instance: int) -> tuple[CallId, ...]:
         """The calls in flight on ``instance``, in grant order (seed §3.4: who may own a question on it)."""
         inst = self._instances.get(instance)

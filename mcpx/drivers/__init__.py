@@ -24,7 +24,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 from ..core import (
@@ -143,6 +143,7 @@ def serve_http(
     state_key: bytes | None = None,
     rounds: RoundTable | None = None,
     app_setup: Callable[[Any], Any] | None = None,
+    drain: Callable[[], Awaitable[object]] | None = None,
 ) -> None:
     """Serve ``server`` over HTTP on ``host:port`` and/or ``unix_path`` until interrupted.
 
@@ -152,7 +153,10 @@ def serve_http(
     ``http.app_paths`` (an ``AppHandler``) and may start tasks of its own in
     the server's task group (the daemon's pool); it needs an anyio loop.
     ``rounds`` is where 2026-07-28 calls wait for their answers (a new
-    ``new_round_table(state_key)`` if not given).
+    ``new_round_table(state_key)`` if not given).  ``drain()`` (an anyio
+    loop only) is awaited after the first SIGINT or SIGTERM (or ``stop``),
+    with everything still serving, before the server's tasks are cancelled;
+    a second signal cuts it short.
     """
     if loop not in LOOPS:
         raise ValueError(f"unknown loop {loop!r}; choose one of {', '.join(LOOPS)}")
@@ -230,13 +234,18 @@ def serve_http(
                 )
                 if stop is not None:
                     await anyio.to_thread.run_sync(stop.wait, abandon_on_cancel=True)
+                    if drain is not None:
+                        await drain()
                     tg.cancel_scope.cancel()
                 elif threading.current_thread() is threading.main_thread():
-                    # SIGINT and SIGTERM end the server cleanly, on every loop.
+                    # SIGINT and SIGTERM end the server cleanly, on every loop: after the drain, if
+                    # there is one; a second signal ends it at once.
                     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                         async for _ in signals:
-                            tg.cancel_scope.cancel()
                             break
+                        if drain is not None:
+                            await _drain_until_signalled(drain, signals)
+                    tg.cancel_scope.cancel()
 
         options: dict[str, object] = {}
         if loop == "uvloop":
@@ -247,3 +256,19 @@ def serve_http(
             sock.close()
         if unix_path is not None and os.path.exists(unix_path):
             os.unlink(unix_path)
+
+
+async def _drain_until_signalled(drain: Callable[[], Awaitable[object]], signals: AsyncIterator[int]) -> None:
+    """Await ``drain()``, unless ``signals`` yields first."""
+    import anyio
+
+    async with anyio.create_task_group() as tg:
+
+        async def cut_short() -> None:
+            async for _ in signals:
+                break
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(cut_short)
+        await drain()
+        tg.cancel_scope.cancel()

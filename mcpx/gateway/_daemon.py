@@ -41,6 +41,7 @@ import functools
 import os
 import re
 import secrets
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -54,7 +55,7 @@ import orjson
 
 from .. import __version__
 from ..client import McpCallError
-from ..config import Config, UpstreamServer, ensure_state_dir, write_state_file
+from ..config import Config, UpstreamServer, ensure_state_dir, format_duration, write_state_file
 from ..core import REVISIONS, AppRequest, HttpConfig, Progress, Revision
 from ..core._pool import PoolConfig
 from ..drivers import new_round_table, serve_http
@@ -688,6 +689,14 @@ def openapi() -> dict[str, Any]:
     return {"openapi": "3.1.0", "info": {"title": "mcpx daemon", "version": __version__}, "paths": paths}
 
 
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)  # the daemon's log
+
+
+def _calls(count: int) -> str:
+    return f"{count} call" + ("" if count == 1 else "s")
+
+
 def run_daemon(
     config: Config,
     *,
@@ -780,6 +789,21 @@ def run_daemon(
         if ready is not None:
             ready(urls)
 
+    drain_within = settings.duration("pool.drain")
+
+    async def drain() -> None:
+        """Stopped: the calls in flight get ``pool.drain`` to finish before the upstreams are ended."""
+        calls = upstreams.pool.calls_in_flight
+        if calls:
+            _say(
+                f"mcpx: stopping: {_calls(calls)} in flight get up to {format_duration(drain_within)} to finish "
+                "(pool.drain); a second Ctrl-C or SIGTERM stops at once"
+            )
+        left = await upstreams.drain(drain_within)
+        if left:
+            _say(f"mcpx: stopping: {_calls(left)} still in flight after pool.drain are cut")
+        _say("mcpx: stopping: ending the upstreams")
+
     try:
         serve_http(
             gateway,
@@ -793,6 +817,7 @@ def run_daemon(
             stop=stop,
             rounds=round_table(),
             app_setup=setup,
+            drain=drain,
         )
     finally:
         with contextlib.suppress(OSError):

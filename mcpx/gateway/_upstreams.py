@@ -193,6 +193,7 @@ class Upstreams:
         self._running: dict[int, _Running] = {}
         self._waiters: dict[str, _Waiter] = {}
         self._ids = itertools.count(1)
+        self._drained: anyio.Event | None = None  # set when draining and the last call ends
         self._timer_changed: anyio.Event | None = None
         self._timer_at = math.inf  # when the timer loop wakes next
         self._rearm_due = False  # the timer is looked at again at the end of this chunk
@@ -233,7 +234,22 @@ class Upstreams:
                 self.pool.handle_timer(time.monotonic())
                 self._perform()
 
+    async def drain(self, within: float) -> int:
+        """Wait, at most ``within`` seconds, for the calls in flight to end; how many are still running.
+
+        What a daemon being stopped does before it ends its upstreams
+        (``pool.drain``; spec/gateway.md §8).  Calls that arrive meanwhile are
+        waited for too, within the same bound.
+        """
+        self._drained = anyio.Event()
+        if self.pool.calls_in_flight:
+            with anyio.move_on_after(within):
+                await self._drained.wait()
+        return self.pool.calls_in_flight
+
     def _perform(self) -> None:
+        if self._drained is not None and not self.pool.calls_in_flight:
+            self._drained.set()
         for action in self.pool.next_actions():
             if isinstance(action, Spawn):
                 running = self._running[action.instance] = _Running(server=action.server)

@@ -8,9 +8,11 @@ commands a person runs against it, and ``mcpx serve`` as a host spawns it.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -19,7 +21,7 @@ import pytest
 from mcpx.cli._gateway import wait_for_exit
 
 from ._daemon_process import ROOT, DaemonProcess, children
-from .test_settings_walk import ASKING, legacy_host, mcpx_call, running
+from .test_settings_walk import ASKING, legacy_host, mcpx_call, running, text_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -76,6 +78,58 @@ def test_what_an_upstream_started_does_not_outlive_the_daemon(tmp_path: Path) ->
         assert wait_for_exit(grandchild, 10), "the upstream's own child outlived the daemon"
     finally:
         daemon.close()
+
+
+def test_mcpx_stop_lets_the_calls_in_flight_finish(tmp_path: Path) -> None:
+    """A call held by its upstream's question when ``mcpx stop`` runs: answered in full, then all ends."""
+    with (
+        running(tmp_path, config=ASKING) as daemon,
+        legacy_host(daemon, capabilities={"elicitation": {}}) as host,
+    ):
+        host.send(mcpx_call(1, "asking", "ask_twice"))
+        first = host.message()
+        assert first.get("method") == "elicitation/create", first
+        upstreams = set(children(daemon.process.pid))
+        stopping = subprocess.Popen(
+            [sys.executable, "-m", "mcpx", "stop"],
+            env=daemon.env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert "1 call in flight" in daemon.said("stopping:")  # it has the signal and is draining
+        assert stopping.poll() is None and daemon.process.poll() is None
+        question = first
+        for word in ("still", "here"):
+            answer = {"action": "accept", "content": {"word": word}}
+            host.send({"jsonrpc": "2.0", "id": question["id"], "result": answer})
+            if word == "still":
+                question = host.message()
+                assert question.get("method") == "elicitation/create", question
+        answered = host.message()
+        assert answered.get("id") == 1 and text_of(answered) == "still here", answered
+        out, err = stopping.communicate(timeout=60)
+        assert stopping.returncode == 0 and b"stopped the daemon" in out, (out, err)
+        assert daemon.process.poll() == 0
+        assert not any(_alive(pid) for pid in upstreams), "an upstream outlived the daemon"
+
+
+def test_a_second_signal_ends_the_drain_at_once(tmp_path: Path) -> None:
+    """Ctrl-C while draining (the default pool.drain, 10 s): the daemon and its upstreams end now."""
+    with (
+        running(tmp_path, config=ASKING) as daemon,
+        legacy_host(daemon, capabilities={"elicitation": {}}) as host,
+    ):
+        host.send(mcpx_call(1, "asking", "ask_twice"))
+        assert host.message().get("method") == "elicitation/create"
+        upstreams = set(children(daemon.process.pid))
+        daemon.process.send_signal(signal.SIGINT)
+        assert "up to 10s" in daemon.said("stopping:")
+        daemon.process.send_signal(signal.SIGINT)
+        again = time.monotonic()
+        assert daemon.process.wait(60) == 0
+        assert time.monotonic() - again < 5
+        assert all(wait_for_exit(pid, 10) for pid in upstreams), "an upstream outlived the daemon"
 
 
 def test_mcpx_status_shows_uptime_instances_and_calls_in_flight(tmp_path: Path) -> None:

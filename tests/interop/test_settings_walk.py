@@ -94,6 +94,17 @@ class Running(Daemon):
         host, _, port = self.info["url"].removeprefix("http://").rpartition(":")
         self.host, self.port = host.strip("[]"), int(port)
 
+    def said(self, fragment: str) -> str:
+        """The daemon's next line on stderr that holds ``fragment`` (read until it comes, or stderr ends)."""
+        assert self.process.stderr is not None
+        heard = []
+        for raw in self.process.stderr:
+            line = raw.decode(errors="replace")
+            if fragment in line:
+                return line
+            heard.append(line)
+        raise AssertionError(f"the daemon never said {fragment!r}: {''.join(heard)}")
+
     def close(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         try:
@@ -412,6 +423,27 @@ def test_pool_idle_timeout_stops_an_unused_instance(tmp_path: Path) -> None:
             assert wait_for_exit(upstream, 10), "the idle instance was not stopped"
         pool = daemon.servers()["demo"]["pool"]
         assert pool["instances"] == [] and pool["spawnCount"] >= 1, pool
+
+
+@proves("pool.drain")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_pool_drain_bounds_how_long_a_stopped_daemon_waits_for_its_calls(tmp_path: Path, signum: int) -> None:
+    """``1s``: a call held by an unanswered question is cut a second after the signal (the default waits 10 s)."""
+    with (
+        running(tmp_path, config=ASKING, MCPX_POOL_DRAIN="1s") as daemon,
+        legacy_host(daemon, capabilities={"elicitation": {}}) as host,
+    ):
+        host.send(mcpx_call(1, "asking", "ask_twice"))
+        assert host.message().get("method") == "elicitation/create"
+        upstreams = set(children(daemon.process.pid))
+        daemon.process.send_signal(signum)
+        told = time.monotonic()
+        assert "1 call in flight get up to 1s" in daemon.said("stopping:")
+        assert "still in flight after pool.drain are cut" in daemon.said("stopping:")
+        assert daemon.process.wait(WAIT) == 0
+        waited = time.monotonic() - told
+        assert 0.9 <= waited < 8, waited
+        assert all(wait_for_exit(pid, WAIT) for pid in upstreams), "an upstream outlived the daemon"
 
 
 @proves("pool.maxSpawnsPerMinute")
