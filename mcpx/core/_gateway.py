@@ -225,6 +225,9 @@ class Route:
     method: str
     params: Mapping[str, Any]
     rewrite_uris: bool
+    unlisted: str | None = None
+    """For ``mcpx_call`` of a tool its server's catalog does not list: what to tell the host if the
+    upstream answers ``-32602`` (``reword``), in the words of the gateway's surface."""
 
     @property
     def name(self) -> str | None:
@@ -241,6 +244,17 @@ class Route:
     def finish(self, result: Mapping[str, Any]) -> Any:
         """The upstream's ``result`` as the host gets it: verbatim, URIs rewritten if this route says so."""
         return rewrite_result_uris(result, self.server) if self.rewrite_uris else result
+
+    def reword(self, code: int, message: str) -> str:
+        """The message of the upstream's JSON-RPC error ``code`` as the host gets it (code and data stay).
+
+        Verbatim, except an unlisted tool's ``-32602``: the upstream's hint
+        (``tools/list``) is no use to a gateway host, which lists only mcpx's
+        tools, so mcpx says what to use and quotes the server.
+        """
+        if self.unlisted is not None and code == INVALID_PARAMS:
+            return f"{self.unlisted} (the server said: {message})"
+        return message
 
 
 _route = builder(Route)  # one per routed call, built without __init__ (mcpx/core/_drafts.py)
@@ -1113,7 +1127,13 @@ class GatewaySurface:
             return _conflict_error([conflict], "tools/call")
         owner = self._tool_owner.get(name)
         if owner is not None:
-            return _route(server=owner, method="tools/call", params=_forwarded(params), rewrite_uris=False)
+            return _route(
+                server=owner,
+                method="tools/call",
+                params=_forwarded(params),
+                rewrite_uris=False,
+                unlisted=None,
+            )
         if name in self._visible_gateway_tools:
             return self._gateway_tool(name, params, revision)
         if self._passthrough:  # seed §2.5: names it does not list are forwarded
@@ -1153,7 +1173,7 @@ class GatewaySurface:
             return Answer(
                 result=_structured({"servers": [self._server_entry(c) for c in self._catalogs.values()]})
             )
-        unknown = self._unknown_server(arguments.get("server"))
+        unknown = self._unknown_server(arguments.get("server"), call=name == "mcpx_call")
         if unknown is not None:
             return unknown
         if name == "mcpx_call":
@@ -1163,20 +1183,41 @@ class GatewaySurface:
             }
             if "_meta" in params:
                 forwarded["_meta"] = params["_meta"]
-            return Route(server=arguments["server"], method="tools/call", params=forwarded, rewrite_uris=True)
+            server, tool = arguments["server"], arguments["tool"]
+            unlisted = None
+            if self._catalogs[server].tool(tool) is None:  # forwarded all the same: the server decides
+                unlisted = (
+                    f"server {server!r} has no tool named {tool!r} in the catalog mcpx last read: "
+                    f"mcpx_search finds tools by words, mcpx_describe shows how to call one"
+                )
+            return Route(
+                server=server, method="tools/call", params=forwarded, rewrite_uris=True, unlisted=unlisted
+            )
         if name == "mcpx_search":
             return self._search(
                 arguments["query"], arguments.get("server"), arguments.get("limit") or _SEARCH_LIMIT
             )
         return self._describe(arguments["server"], arguments["tool"])
 
-    def _unknown_server(self, server: str | None) -> Answer | None:
+    def _unknown_server(self, server: str | None, *, call: bool) -> Answer | GatewayError | None:
+        """A server name mcpx does not have; ``call``: in ``mcpx_call``, else in a search or description.
+
+        ``mcpx_call`` reports it as the server reports a tool it lacks (whose
+        ``-32602`` is relayed): an unknown name is a protocol error, in every
+        revision (server/tools).  ``mcpx_search`` and ``mcpx_describe`` report
+        unknown names, servers and tools alike, as their own ``isError`` results.
+        """
         if server is None or server in self._catalogs:
             return None
         configured = ", ".join(self._catalogs) or "none"
-        return _tool_error(
+        message = (
             f"mcpx has no server named {server!r}; its servers are: {configured} (mcpx_servers lists them)"
         )
+        if call:
+            return GatewayError(
+                code=INVALID_PARAMS, message=message, data={"server": server, "kind": "unknown-server"}
+            )
+        return _tool_error(message)
 
     def _server_entry(self, catalog: UpstreamCatalog) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": catalog.name, "status": catalog.status}

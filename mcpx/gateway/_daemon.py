@@ -378,6 +378,15 @@ async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
                 ops, server, "tools/call", params, timeout=timeout, on_progress=on_progress
             )
         except McpCallError as exc:
+            if exc.code == -32602:  # an unknown tool or bad arguments: say where to look, on this surface
+                exc = McpCallError(
+                    {
+                        "code": exc.code,
+                        "message": f"server {server!r} refused the call as invalid params (`mcpx tools {server}` "
+                        f"lists its tools and their arguments); it said: {exc.message}",
+                        **({"data": exc.data} if exc.data is not None else {}),
+                    }
+                )
             raise _upstream_error(server, exc) from None
         return {"server": server, "tool": tool, "result": result}
 

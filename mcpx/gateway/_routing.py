@@ -145,6 +145,7 @@ class _Routed:
     per_request: bool  # a 2026-07-28 request over HTTP, or a call without a host: its scope ends with it
     timeout: float | None = None  # the caller's own bound, under pool.callTimeout
     verbatim: bool = False  # the upstream's result with its envelope (a caller that is no MCP host)
+    reword: Callable[[int, str], str] | None = None  # an upstream error's message for the host
     instance: int | None = None
     routed: bool = False  # the router holds it
     asks: dict[int, anyio.CancelScope] = field(default_factory=dict)  # questions out to the host
@@ -235,11 +236,13 @@ class Routes:
         per_request: bool,
         timeout: float | None = None,
         verbatim: bool = False,
+        reword: Callable[[int, str], str] | None = None,
     ) -> None:
         """Route the host's request to an instance of ``server``; ``pending`` is settled with its answer.
 
         ``timeout`` lowers ``pool.callTimeout`` for this call (never raises
-        it); ``verbatim`` keeps the upstream's result envelope.
+        it); ``verbatim`` keeps the upstream's result envelope; ``reword``
+        (``Route.reword``) gives the message of an upstream's JSON-RPC error.
         """
         call_id = f"r{next(self._ids)}"
         host: _HostKey = (pending.connection, scope_key)
@@ -256,6 +259,7 @@ class Routes:
             per_request=per_request,
             timeout=timeout,
             verbatim=verbatim,
+            reword=reword,
         )
         self._calls[call_id] = rec
         self._by_key[(host, rec.token)] = rec
@@ -465,7 +469,8 @@ class Routes:
             data = error.get("data")
             if data is None and rec.instance not in self.clients:  # lost: named and kinded, as the pool does
                 data = {"server": rec.server, "kind": "crashed"}
-            self._end(rec, Outcome.failure(error["code"], error["message"], data))
+            message = error["message"] if rec.reword is None else rec.reword(error["code"], error["message"])
+            self._end(rec, Outcome.failure(error["code"], message, data))
             return
         assert answer.result is not None
         result = answer.result

@@ -301,6 +301,7 @@ class GatewayServer(Server):
             finish=route.finish,
             scope_key=key,
             per_request=per_request,
+            reword=route.reword if route.unlisted is not None else None,
         )
 
     @staticmethod
@@ -346,7 +347,14 @@ class GatewayServer(Server):
             return _outcome(page.result() if isinstance(page, Page) else page)
         decided = self._decide(surface, method, params, revision)
         if isinstance(decided, Route):
-            result = await self._forward(decided, ctx, key, as_task=isinstance(params.get("task"), Mapping))
+            try:
+                result = await self._forward(
+                    decided, ctx, key, as_task=isinstance(params.get("task"), Mapping)
+                )
+            except McpCallError as exc:
+                if decided.unlisted is None:
+                    raise
+                return Outcome.failure(exc.code, decided.reword(exc.code, exc.message), exc.data)
             return Outcome(result=relayed(decided.finish(result)))
         return self._settled(decided)
 

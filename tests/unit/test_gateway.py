@@ -216,18 +216,31 @@ def test_mcpx_call_forwards_a_tool_the_catalog_does_not_list() -> None:
         _surface().call_tool({"name": "mcpx_call", "arguments": {"server": "demo", "tool": "hidden"}})
     )
     assert (route.server, route.name, route.params["arguments"]) == ("demo", "hidden", {})
+    # The server decides; if it says -32602, the host is told what to use on the gateway's surface.
+    said = "Unknown tool: no tool named 'hidden'; tools/list shows the tools on offer"
+    message = route.reword(-32602, said)
+    assert "'demo' has no tool named 'hidden'" in message and "mcpx_search" in message, message
+    assert "mcpx_describe" in message and message.endswith(f"(the server said: {said})"), message
+    assert route.reword(-32603, "boom") == "boom"  # any other error is the server's, verbatim
+    listed = _route(
+        _surface().call_tool({"name": "mcpx_call", "arguments": {"server": "demo", "tool": "echo"}})
+    )
+    assert listed.unlisted is None and listed.reword(-32602, "bad text") == "bad text"  # its arguments
 
 
-def test_mcpx_call_to_an_unknown_server_is_a_tool_error_naming_the_servers() -> None:
+def test_mcpx_call_to_an_unknown_server_is_invalid_params_naming_the_servers() -> None:
+    """As an unknown tool is: a call that can never work is -32602, in every revision."""
+    arguments = {"server": "nope", "tool": "x"}
     for revision in REVISIONS:
-        result = _answer(
-            _surface().call_tool(
-                {"name": "mcpx_call", "arguments": {"server": "nope", "tool": "x"}}, revision=revision
-            )
+        error = _error(_surface().call_tool({"name": "mcpx_call", "arguments": arguments}, revision=revision))
+        assert error.code == -32602 and error.data == {"server": "nope", "kind": "unknown-server"}
+        assert "'nope'" in error.message and "demo, tasks, down" in error.message
+        assert "mcpx_servers" in error.message
+        # mcpx_describe says it as it says an unknown tool: a result of its own
+        described = _answer(
+            _surface().call_tool({"name": "mcpx_describe", "arguments": arguments}, revision=revision)
         )
-        assert result["isError"] is True
-        text = result["content"][0]["text"]
-        assert "'nope'" in text and "demo, tasks, down" in text and "mcpx_servers" in text
+        assert described["isError"] is True and "'nope'" in described["content"][0]["text"]
 
 
 @pytest.mark.parametrize(
@@ -890,7 +903,7 @@ def test_gateway_answers_pass_strict_validation_and_their_output_schemas(
         ("mcpx_search", {"query": "echo"}),
         ("mcpx_describe", {"server": "demo", "tool": "add"}),
         ("mcpx_describe", {"server": "demo", "tool": "missing"}),
-        ("mcpx_call", {"server": "missing", "tool": "x"}),
+        ("mcpx_search", {"query": "x", "server": "missing"}),
     ]
     for name, arguments in calls:
         result = _answer(surface.call_tool({"name": name, "arguments": arguments}, revision=revision))
