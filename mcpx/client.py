@@ -44,6 +44,7 @@ from .core._client import (
     Completed,
     Failed,
     InputRequired,
+    MessageTooLarge,
     Progress,
     Ready,
     ServerNotification,
@@ -278,6 +279,9 @@ class Client:
             )
         except LocalProtocolError as exc:
             raise McpCallError({"code": -32603, "message": f"{exc}; {self._gone()}"}) from None
+        except MessageTooLarge as exc:  # longer as sent than the server takes: the caller's to fix
+            data = {"kind": "too-large", "size": exc.size, "limit": exc.limit}
+            raise McpCallError({"code": -32602, "message": f"Invalid params: {exc}", "data": data}) from None
         except ValueError as exc:  # params no JSON text can carry: the caller's to fix
             raise McpCallError({"code": -32602, "message": f"Invalid params: {exc}"}) from None
         pending = self._pending[handle] = _Pending()
@@ -931,6 +935,7 @@ async def connect_stdio(
         newline=True,
         answer_modern_requests=answer_modern_requests,
         max_rounds=max_rounds,
+        max_message=max_line,  # what mcpx takes from a peer, it sends no peer more than
     )
     full_env = {**os.environ, **env} if env is not None else None
     process = await open_server_process(argv, env=full_env, cwd=cwd)

@@ -529,7 +529,10 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         key="transport.maxLine",
         kind=_integer(1024),
         initial=_Computed(_max_line),
-        description="The longest stdio line accepted, in bytes.",
+        description=(
+            "The longest stdio line accepted, in bytes; and the longest sent to a stdio server (a request "
+            "that mcpx's additions would take past it is refused at once, -32602 too-large)."
+        ),
     ),
     SettingDef(
         key="transport.maxBody",

@@ -57,7 +57,13 @@ import orjson
 from ._actions import Send, Trace, build_send
 from ._downgrade import downgrade
 from ._drafts import builder
-from ._errors import INTERNAL_ERROR, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION, LocalProtocolError
+from ._errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    LocalProtocolError,
+)
 from ._jsonrpc import (
     ErrorResponse,
     InvalidMessage,
@@ -86,6 +92,7 @@ __all__ = [
     "Completed",
     "Failed",
     "InputRequired",
+    "MessageTooLarge",
     "Progress",
     "Ready",
     "ServerNotification",
@@ -221,6 +228,26 @@ class _State:
     server_info: Mapping[str, Any] = field(default_factory=dict)
 
 
+class MessageTooLarge(ValueError):
+    """A request longer, as it would be sent, than the server's message limit: refused, not sent.
+
+    ``size`` is the request's length in bytes as written (what the caller
+    added, ``_meta`` and the id, included), ``limit`` the most the server
+    takes; ``over`` what it would exceed it by.
+    """
+
+    def __init__(self, method: str, size: int, limit: int) -> None:
+        self.method, self.size, self.limit = method, size, limit
+        super().__init__(
+            f"{method} would be {size} bytes as sent to the server (what mcpx adds, _meta and the id, "
+            f"counted), over the {limit}-byte limit on one message by {size - limit} bytes; send less"
+        )
+
+    @property
+    def over(self) -> int:
+        return self.size - self.limit
+
+
 class ClientSession:
     """The client side of one connection to an upstream server; see the module docstring."""
 
@@ -238,6 +265,7 @@ class ClientSession:
         max_rounds: int = 8,
         trace: bool = False,
         continues: ClientSession | None = None,
+        max_message: int | None = None,
     ) -> None:
         offer = NEWEST_LEGACY if offer is None else offer  # the newest legacy revision by default
         if not modern and offer not in revisions:
@@ -255,6 +283,9 @@ class ClientSession:
         self._answer_modern_requests = answer_modern_requests
         self._max_rounds = max_rounds
         self._trace_on = trace
+        # The longest message the server takes (a stdio line, its newline not counted): a request
+        # that would be longer is refused here, before it is sent (MessageTooLarge).
+        self._max_message = max_message
         # A session that replaces an expired one on the same transport goes on
         # with its ids and progress tokens: a late frame of the old session
         # can never be taken for one of the new session's.
@@ -379,7 +410,11 @@ class ClientSession:
         if request_state is not None:
             params["requestState"] = request_state  # echoed exactly as the server sent it
         call.sent = params
-        self._send_request(call.method, params, handle=handle)
+        try:
+            self._send_request(call.method, params, handle=handle)
+        except MessageTooLarge as exc:  # the answers made it too long to send: the call ends here
+            self._end(handle)
+            self._actions.append(Failed(handle=handle, error={"code": INVALID_PARAMS, "message": str(exc)}))
 
     def awaiting_answers(self, handle: int) -> bool:
         """Whether call ``handle`` is open and waits for ``resume`` (or ``refuse_round``).
@@ -531,6 +566,10 @@ class ClientSession:
             raise ValueError(
                 f"{method} params cannot be written as JSON ({exc}); send them less deeply nested"
             ) from None
+        if self._max_message is not None:
+            size = len(payload) - (self._dump_option == orjson.OPT_APPEND_NEWLINE)
+            if size > self._max_message:
+                raise MessageTooLarge(method, size, self._max_message)
         self._by_id[request_id] = handle
         if request_id != handle:
             self._retry_ids.setdefault(handle, []).append(request_id)

@@ -741,6 +741,7 @@ def run_daemon(
         pool=pool,
         answer_modern_requests=Revision.V2026_07_28 in settings.value("spec.lenient"),
         max_rounds=ask_rounds,
+        max_line=settings.integer("transport.maxLine"),
     )
     gateway = GatewayServer(
         upstreams,

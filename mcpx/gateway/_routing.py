@@ -56,7 +56,7 @@ import anyio
 from ..client import Client, McpCallError
 from ..core import NEWEST, LocalProtocolError
 from ..core._actions import Answered, build_request_context
-from ..core._client import Progress, ServerNotification
+from ..core._client import MessageTooLarge, Progress, ServerNotification
 from ..core._rounds import Question
 from ..core._router import (
     AbandonUpstream,
@@ -362,6 +362,10 @@ class Routes:
                     -32603, f"server {rec.server!r}: {exc}", {"server": rec.server, "kind": "crashed"}
                 ),
             )
+            return
+        except MessageTooLarge as exc:  # mcpx's additions (or the host's own bytes) past the server's limit
+            data = {"server": rec.server, "kind": "too-large", "size": exc.size, "limit": exc.limit}
+            self._end(rec, Outcome.failure(-32602, f"Invalid params: {exc}", data))
             return
         except ValueError as exc:  # params no JSON text can carry
             self._end(rec, Outcome.failure(-32602, f"Invalid params: {exc}"))

@@ -39,6 +39,7 @@ from ..core import (
     Revision,
     ServerNotification,
 )
+from ..core._framing import DEFAULT_MAX_LINE
 from ..core._gateway import narrowed_capabilities
 from ..core._pool import (
     CallFailed,
@@ -172,6 +173,7 @@ class Upstreams:
         answer_modern_requests: bool = False,
         max_rounds: int = 8,
         events: EventBus | None = None,
+        max_line: int = DEFAULT_MAX_LINE,
     ) -> None:
         """``answer_modern_requests``: answer a 2026-07-28 upstream's server requests as a legacy one's.
 
@@ -184,6 +186,7 @@ class Upstreams:
         self.servers = dict(servers)
         self._answer_modern_requests = answer_modern_requests
         self._max_rounds = max_rounds
+        self._max_line = max_line  # transport.maxLine: the longest line read from, or sent to, a stdio server
         self.events = events if events is not None else EventBus()  # /v1/events
         self.pool = Pool({name: str(s.scope) for name, s in self.servers.items()}, config=pool)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -810,6 +813,7 @@ class Upstreams:
                 server.argv(),
                 env=server.process_env(),
                 cwd=server.cwd,
+                max_line=self._max_line,
                 modern=era == "modern",
                 offer=offer,
                 **common,

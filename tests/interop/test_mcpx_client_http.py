@@ -275,6 +275,7 @@ class _Recorder(BaseHTTPRequestHandler):
             self._reply(200, reply, {"Mcp-Session-Id": self.server.session_id})
             return
         if message["method"] == "tools/call":  # never answered: the call is in flight until it is cancelled
+            self.server.calls.release()
             self.server.stopping.wait(30)
             self.close_connection = True
             return
@@ -316,6 +317,7 @@ class _RecordingServer(ThreadingHTTPServer):
         self.streaming = threading.Event()  # the session's GET stream is open
         self.deleted = threading.Event()
         self.stopping = threading.Event()
+        self.calls = threading.Semaphore(0)  # released once per tools/call received
 
     @property
     def url(self) -> str:
@@ -430,7 +432,8 @@ def test_a_call_cancelled_by_the_same_shutdown_as_its_connection_ends_quietly(
                     await anyio.to_thread.run_sync(recorder.streaming.wait, 10)
                     for _ in range(4):
                         tg.start_soon(call, client)
-                    await anyio.sleep(0.3)  # the calls are in flight
+                    for _ in range(4):  # each call has reached the server: all four are in flight
+                        assert await anyio.to_thread.run_sync(recorder.calls.acquire, True, 10)
                     opened.set()
                     await anyio.sleep_forever()
 

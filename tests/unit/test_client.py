@@ -30,6 +30,7 @@ from mcpx.core._client import (
     Completed,
     Failed,
     InputRequired,
+    MessageTooLarge,
     Progress,
     Ready,
     ServerNotification,
@@ -164,6 +165,38 @@ def test_input_required_rounds_keep_the_handle_use_fresh_ids_and_echo_the_state(
         {"jsonrpc": "2.0", "id": retry["id"], "result": {"content": []}}
     )  # no resultType: complete
     assert only(c.next_actions(), Completed).handle == handle
+
+
+def test_a_request_longer_as_sent_than_the_servers_limit_is_refused_before_it_is_sent() -> None:
+    """What the session adds (``_meta``, the id, the newline not counted) counts against the limit."""
+    c = ClientSession(
+        client_info=INFO, capabilities={"elicitation": {}}, modern=True, newline=True, max_message=600
+    )
+    small = c.request("tools/call", {"name": "t", "arguments": {"text": "x"}})
+    (sent,) = frames(c.next_actions())
+    overhead = len(orjson.dumps(sent)) - len(orjson.dumps({"name": "t", "arguments": {"text": "x"}}))
+    params = {"name": "t", "arguments": {"text": "x" * (600 - overhead)}}  # fits as given, not as sent
+    with pytest.raises(MessageTooLarge) as refused:
+        c.request("tools/call", params)
+    assert refused.value.limit == 600 and refused.value.size > 600 and refused.value.over > 0
+    assert f"by {refused.value.over} bytes" in str(refused.value)
+    assert c.next_actions() == [] and c.in_flight == 1  # nothing sent, nothing left behind
+    # A round's answers that make the retry too long end the call (nothing goes out).
+    c.receive_json(
+        {
+            "jsonrpc": "2.0",
+            "id": sent["id"],
+            "result": {
+                "resultType": "input_required",
+                "inputRequests": {"q": {"method": "elicitation/create", "params": {"message": "?"}}},
+            },
+        }
+    )
+    only(c.next_actions(), InputRequired)
+    c.resume(small, {"q": {"action": "accept", "content": {"pad": "y" * 700}}})
+    (failed,) = c.next_actions()
+    assert isinstance(failed, Failed) and failed.handle == small and failed.error["code"] == -32602
+    assert "limit on one message" in failed.error["message"] and c.in_flight == 0
 
 
 def asking(c: ClientSession, request_id: Any) -> None:
