@@ -2,7 +2,8 @@
 
 A real daemon (its upstream mcpx's demo server, shared by every caller) and
 real callers: ``/v1/call`` from threads, and a legacy host through ``mcpx
-serve``, each in a ``sleep`` call when the upstream is SIGKILLed.  Round
+serve``, each in a ``sleep`` call when the upstream is SIGKILLed (``ROUNDS``
+times).  Round
 after round the next call works (the pool starts the server again), no
 zombie is left, and the daemon's descriptors come back to where they were.
 """
@@ -30,7 +31,9 @@ pytestmark = [
         not Path("/proc").is_dir(), reason="the upstream and the daemon's fds are read from /proc"
     ),
 ]
-ROUNDS = 10
+# Each round waits out the pool's 1 s back-off before the server starts again: 100 rounds take
+# about two minutes, so the default run kills it 25 times and ``tox -e fuzz`` 100 times.
+ROUNDS = 100 if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else 25
 CALLERS = 3
 
 
