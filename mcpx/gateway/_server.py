@@ -407,7 +407,8 @@ class GatewayServer(Server):
         """
         if method == "tools/list":
             return self.passthrough, True
-        if method in _LISTS or (method == "tools/call" and params.get("name") in _NEEDS_CATALOGS):
+        name = params.get("name")
+        if method in _LISTS or (method == "tools/call" and type(name) is str and name in _NEEDS_CATALOGS):
             return self._servers, True
         return self.passthrough, False
 

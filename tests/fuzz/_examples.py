@@ -11,9 +11,16 @@ import os
 from collections import Counter
 
 COUNTS: Counter[str] = Counter()
+OUTCOMES: Counter[str] = Counter()
+"""``entry point | class of bad input | what came back`` -> how many frames, for the closing summary."""
 
 
 def tick() -> None:
     """One more example of the test that is running now."""
     current = os.environ.get("PYTEST_CURRENT_TEST", "<outside pytest> (call)")
     COUNTS[current.rsplit(" ", 1)[0]] += 1
+
+
+def outcome(entry: str, kind: str, result: str) -> None:
+    """One bad frame of class ``kind`` sent to ``entry``, answered with ``result`` (e.g. ``400 -32700``)."""
+    OUTCOMES[f"{entry} | {kind} | {result}"] += 1

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
-from ._examples import COUNTS
+from ._examples import COUNTS, OUTCOMES
 
 _KEY = "mcpx_fuzz_examples"
+_OUTCOMES_KEY = "mcpx_fuzz_outcomes"
 _SECONDS_PER_EXAMPLE = 0.15  # the slowest property needs about 0.03 s an example on a quiet machine
 
 
@@ -33,11 +34,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: hand the counts to the controller
         workeroutput[_KEY] = dict(COUNTS)
+        workeroutput[_OUTCOMES_KEY] = dict(OUTCOMES)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     COUNTS.update(getattr(node, "workeroutput", {}).get(_KEY, {}))
+    OUTCOMES.update(getattr(node, "workeroutput", {}).get(_OUTCOMES_KEY, {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -47,3 +50,13 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_sep("-", f"tests/fuzz: {total:,} hypothesis examples")
     for test, count in sorted(COUNTS.items()):
         terminalreporter.write_line(f"{count:>9,}  {test}")
+    if OUTCOMES:
+        # One line per entry point and class of bad input: how many, and every answer they got.
+        grouped: dict[str, tuple[int, set[str]]] = {}
+        for line, count in OUTCOMES.items():
+            key, _, result = line.rpartition(" | ")
+            seen, answers = grouped.get(key, (0, set()))
+            grouped[key] = (seen + count, answers | set(result.split()))
+        terminalreporter.write_sep("-", "tests/fuzz: bad input per entry point | class | answers seen")
+        for key, (count, answers) in sorted(grouped.items()):
+            terminalreporter.write_line(f"{count:>9,}  {key} | {' '.join(sorted(answers))}")

@@ -43,7 +43,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ..interop._daemon_process import ROOT, DaemonProcess
-from ._examples import tick
+from ._examples import outcome, tick
 from ._mcp import CC, CI, DEEP, MODERN, PV, any_ids, json_values, junk_or_deep
 
 EXAMPLES = settings(max_examples=max(20, settings.default.max_examples // 3), deadline=None)
@@ -88,9 +88,22 @@ _KEYS = st.sampled_from(
 )
 
 
+_OPS = {
+    "set": "a member set to any JSON",
+    "drop": "a member dropped",
+    "case": "a case variant of a member",
+    "params": "params that is no object",
+    "deep": "arguments nested deep",
+    "inner": "a params member set to any JSON",
+}
+_MANGLES = {"twice": "a member named twice", "utf8": "invalid UTF-8", "cut": "the text cut short"}
+
+
 @st.composite
-def _mutated_object(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
+def _mutated_object(draw: st.DrawFn, base: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A mutation of ``base``, and its class (the first of its one to three changes)."""
     frame = json.loads(json.dumps(base))
+    kinds: list[str] = []
     for _ in range(draw(st.integers(1, 3))):
         op = draw(st.sampled_from(["set", "set", "drop", "case", "params", "deep", "inner"]))
         if op == "set":
@@ -115,16 +128,20 @@ def _mutated_object(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
             params[draw(st.sampled_from(["name", "arguments", "_meta", "cursor", "ref", "uri"]))] = draw(
                 json_values
             )
-    return frame
+        else:
+            continue
+        kinds.append(_OPS[op])
+    return frame, kinds[0] if kinds else "unchanged"
 
 
 @st.composite
-def _mutated(draw: st.DrawFn, base: dict[str, Any], *, batches: bool = True) -> bytes:
-    """One mutated frame (or a batch of them) as the bytes of a body."""
+def _mutated(draw: st.DrawFn, base: dict[str, Any], *, batches: bool = True) -> tuple[bytes, str]:
+    """One mutated frame (or a batch of them) as the bytes of a body, and its class of bad input."""
     if batches and draw(st.integers(0, 5)) == 0:
-        value: Any = draw(st.lists(_mutated_object(base), max_size=3))
+        value: Any = [frame for frame, _ in draw(st.lists(_mutated_object(base), max_size=3))]
+        kind = "a batch (array)"
     else:
-        value = draw(_mutated_object(base))
+        value, kind = draw(_mutated_object(base))
     data = json.dumps(value).encode()  # Python's writer: big integers and lone surrogates go out as they are
     mangle = draw(st.sampled_from(["none", "none", "none", "twice", "utf8", "cut"]))
     if mangle == "twice" and data.startswith(b"{") and len(data) > 2:
@@ -134,7 +151,9 @@ def _mutated(draw: st.DrawFn, base: dict[str, Any], *, batches: bool = True) -> 
         data = data[:at] + draw(st.sampled_from([b"\xff", b"\xc3(", b"\xed\xa0\x80", b"\x00"])) + data[at:]
     elif mangle == "cut" and len(data) > 1:
         data = data[: draw(st.integers(0, len(data) - 1))]
-    return data
+    else:
+        return data, kind
+    return data, _MANGLES[mangle]
 
 
 # -- what an answer must be ------------------------------------------------------------------------
@@ -152,6 +171,11 @@ def _jsonrpc_messages(content_type: str, body: bytes) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+def _a_bug(message: str) -> bool:
+    """Whether an error message is mcpx reporting an exception of its own, not judging the input."""
+    return message.startswith("Internal error:") or "internal error in mcpx" in message
+
+
 def _check_jsonrpc(status: int, content_type: str, body: bytes) -> None:
     assert status < 500, (status, body[:500])
     for message in _jsonrpc_messages(content_type, body):
@@ -164,6 +188,17 @@ def _check_jsonrpc(status: int, content_type: str, body: bytes) -> None:
             assert type(error["code"]) is int and isinstance(error["message"], str) and error["message"], (
                 message
             )
+            assert not _a_bug(error["message"]), message
+
+
+def _answered(status: int, content_type: str, body: bytes) -> str:
+    """What came back, for the summary: the status and the JSON-RPC error codes (or ``result``)."""
+    try:
+        messages = [m for m in _jsonrpc_messages(content_type, body) if "id" in m]
+    except ValueError:
+        return f"{status} (not JSON)"
+    codes = sorted({str(m["error"]["code"]) if "error" in m else "result" for m in messages})
+    return " ".join([str(status), *codes]) if codes else str(status)
 
 
 def _names_demo(status: int, content_type: str, body: bytes) -> None:
@@ -194,8 +229,10 @@ MODERN_BASES = [
 @given(data=st.data())
 def test_mcp_modern_takes_mutated_frames(daemon: DaemonProcess, data: st.DataObject) -> None:
     tick()
-    body = data.draw(_mutated(data.draw(st.sampled_from(MODERN_BASES))))
-    _check_jsonrpc(*_post(daemon, "/mcp", body, MODERN_HEADERS))
+    body, kind = data.draw(_mutated(data.draw(st.sampled_from(MODERN_BASES))))
+    answer = _post(daemon, "/mcp", body, MODERN_HEADERS)
+    _check_jsonrpc(*answer)
+    outcome("/mcp 2026-07-28", kind, _answered(*answer))
     valid = json.dumps(_servers_call("alive", MODERN_META)).encode()
     _names_demo(
         *_post(
@@ -262,8 +299,10 @@ def test_mcp_legacy_session_takes_mutated_frames(
 ) -> None:
     tick()
     headers = _session(daemon, version)
-    body = data.draw(_mutated(data.draw(st.sampled_from(LEGACY_BASES))))
-    _check_jsonrpc(*_post(daemon, "/mcp", body, headers))
+    body, kind = data.draw(_mutated(data.draw(st.sampled_from(LEGACY_BASES))))
+    answer = _post(daemon, "/mcp", body, headers)
+    _check_jsonrpc(*answer)
+    outcome(f"/mcp {version} session", kind, _answered(*answer))
     _names_demo(*_post(daemon, "/mcp", json.dumps(_servers_call("alive")).encode(), headers))
 
 
@@ -280,19 +319,25 @@ V1_BASES = {
 
 
 @st.composite
-def _mutated_v1(draw: st.DrawFn, base: dict[str, Any]) -> bytes:
+def _mutated_v1(draw: st.DrawFn, base: dict[str, Any]) -> tuple[bytes, str]:
+    """A mutated ``/v1`` body, and its class of bad input."""
     body = json.loads(json.dumps(base))
+    kind = ""
     for _ in range(draw(st.integers(1, 3))):
         key = draw(st.sampled_from([*sorted(body), "Server", "timeout", "progress", ""]))
         if draw(st.booleans()) and key in body:
             body.pop(key)
+            kind = kind or "a member dropped"
         else:
             body[key] = draw(any_ids | json_values | junk_or_deep)
-    value: Any = body if draw(st.integers(0, 6)) else draw(json_values)  # now and then, no object at all
+            kind = kind or "a member set to any JSON"
+    value: Any = body
+    if not draw(st.integers(0, 6)):  # now and then, no object at all
+        value, kind = draw(json_values), "a body that is no object"
     data = json.dumps(value).encode()
     if draw(st.integers(0, 6)) == 0:
-        data = data[: draw(st.integers(0, len(data)))] + b"\xff"
-    return data
+        data, kind = data[: draw(st.integers(0, len(data)))] + b"\xff", "cut short, invalid UTF-8"
+    return data, kind
 
 
 @pytest.mark.parametrize("path", sorted(V1_BASES))
@@ -300,10 +345,14 @@ def _mutated_v1(draw: st.DrawFn, base: dict[str, Any]) -> bytes:
 @given(data=st.data())
 def test_v1_takes_mutated_bodies(daemon: DaemonProcess, path: str, data: st.DataObject) -> None:
     tick()
-    status, content_type, body = _post(daemon, path, data.draw(_mutated_v1(V1_BASES[path])))
-    assert status < 500, (status, body[:500])
+    sent, kind = data.draw(_mutated_v1(V1_BASES[path]))
+    status, content_type, body = _post(daemon, path, sent)
+    # 502 is the upstream's own JSON-RPC error (an unknown tool, bad arguments), carried as /v1 does
+    assert status < 500 or status == 502, (status, body[:500])
     if status >= 400:
         error = json.loads(body)["error"]
+        outcome(path, kind, f"{status} {error['code']}")
+        assert status != 502 or error["code"] == "upstream-error", error
         assert isinstance(error["code"], str) and isinstance(error["message"], str) and error["message"], (
             error
         )
@@ -311,6 +360,8 @@ def test_v1_takes_mutated_bodies(daemon: DaemonProcess, path: str, data: st.Data
         assert all(json.loads(line) for line in body.splitlines() if line.strip())
     else:
         assert isinstance(json.loads(body), dict), body[:200]
+    if status < 400:
+        outcome(path, kind, str(status))
     status, _, body = _post(daemon, "/v1/call", json.dumps(V1_BASES["/v1/call"]).encode())
     assert status == 200 and json.loads(body)["result"]["content"][0]["text"] == "x", body[:500]
 
@@ -360,6 +411,7 @@ class _SseStream:
             if "error" in message:
                 error = message["error"]
                 assert type(error["code"]) is int and isinstance(error["message"], str), message
+                assert not _a_bug(error["message"]), message
             if message.get("id") == request_id and "method" not in message:
                 return message
 
@@ -398,9 +450,10 @@ def test_http_sse_endpoint_takes_mutated_frames(
     daemon: DaemonProcess, sse: _SseStream, data: st.DataObject
 ) -> None:
     tick()
-    body = data.draw(_mutated(data.draw(st.sampled_from(LEGACY_BASES)), batches=False))
+    body, kind = data.draw(_mutated(data.draw(st.sampled_from(LEGACY_BASES)), batches=False))
     status, _, answer = _post(daemon, sse.path, body)
     assert status < 500 and status in (202, 400, 413, 415), (status, answer[:300])
+    outcome("HTTP+SSE /messages", kind, str(status))
     alive = f"alive-{next(_alive)}"
     assert _post(daemon, sse.path, json.dumps(_servers_call(alive)).encode())[0] == 202
     reply = sse.answer_to(alive)  # every message before it checked on the way
@@ -458,7 +511,11 @@ class _StdioServer:
         self.process.stdin.flush()
 
     def answer_to(self, request_id: Any) -> Any:
-        """The answer to ``request_id``, every line before it checked: one JSON-RPC message (or a batch's array)."""
+        """The answer to ``request_id``, every line before it checked: one JSON-RPC message (or a batch's array).
+
+        ``seen`` holds, for the summary, what the lines before it were: error codes, or ``result``.
+        """
+        self.seen: set[str] = set()
         while True:
             line = self.lines.get(timeout=WAIT)
             assert line, f"stdout closed; stderr: {bytes(self.stderr)[-2000:]!r}"
@@ -469,8 +526,11 @@ class _StdioServer:
                 if "error" in message:
                     error = message["error"]
                     assert type(error["code"]) is int and isinstance(error["message"], str), message
+                    assert not _a_bug(error["message"]), message
                 if message.get("id") == request_id and "method" not in message:
                     return message
+                if "method" not in message:
+                    self.seen.add(str(message["error"]["code"]) if "error" in message else "result")
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -502,8 +562,9 @@ def test_demo_over_stdio_takes_mutated_lines(
     server = demos.get(revision) or demos.setdefault(revision, _StdioServer(revision))
     modern = revision == MODERN
     base = data.draw(st.sampled_from(MODERN_BASES if modern else LEGACY_BASES))
-    lines = [data.draw(_mutated(base)).replace(b"\n", b" ") for _ in range(data.draw(st.integers(1, 3)))]
-    server.write(b"".join(line + b"\n" for line in lines))
+    drawn = [data.draw(_mutated(base)) for _ in range(data.draw(st.integers(1, 3)))]
+    server.write(b"".join(line.replace(b"\n", b" ") + b"\n" for line, _ in drawn))
+
     alive = f"alive-{next(_alive)}"
     valid = {
         "jsonrpc": "2.0",
@@ -516,3 +577,5 @@ def test_demo_over_stdio_takes_mutated_lines(
     server.write(json.dumps(valid).encode() + b"\n")
     reply = server.answer_to(alive)
     assert reply["result"]["content"][0]["text"] == alive, reply
+    answered = " ".join(sorted(server.seen)) or "no answer (notifications)"
+    outcome(f"mcpx demo stdio {revision}", drawn[0][1], answered)
