@@ -1,13 +1,13 @@
 """2026-07-28 input rounds through ``mcpx.client``, against a scripted stdio server.
 
-The server answers ``tools/call`` with ``input_required`` and logs on stderr
-what each ``tools/call`` carried (the keys of its ``inputResponses``), so a
-test sees exactly which retries went out.  Whatever the resolver does — take
-longer than the caller waits, get cancelled with its caller, raise, refuse
-one question of several — only that call ends, with an ``McpCallError`` for
-its caller, and the connection goes on.  ``max_rounds`` and
-``answer_modern_requests`` reach the session through ``connect_stdio`` and
-``connect_http``.
+The server answers ``tools/call`` with ``input_required`` and, before each
+answer, logs in a ``notifications/message`` what that ``tools/call`` carried
+(the keys of its ``inputResponses``), so a test sees exactly which retries
+went out.  Whatever the resolver does — take longer than the caller waits,
+get cancelled with its caller, raise, refuse one question of several — only
+that call ends, with an ``McpCallError`` for its caller, and the connection
+goes on.  ``max_rounds`` and ``answer_modern_requests`` reach the session
+through ``connect_stdio`` and ``connect_http``.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": []}})
         continue
     answers = (msg.get("params") or {}).get("inputResponses")
-    sys.stderr.write("tools/call " + json.dumps(sorted(answers) if answers is not None else None) + "\n")
-    sys.stderr.flush()
+    carried = sorted(answers) if answers is not None else None
+    send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "logger": "tools/call", "data": carried}})
     if mode == "request":  # 2026-07-28 has no server requests; this server sends one anyway
         waiting = msg["id"]
         send({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"})
@@ -79,9 +79,14 @@ def server(mode: str) -> list[str]:
 
 async def seen(client: Client) -> list[Any]:
     """What each ``tools/call`` the server received carried (the keys of its inputResponses, or None)."""
-    await anyio.sleep(0.1)  # the server's stderr trails its stdout
-    lines = client.stderr.decode().splitlines()
-    return [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("tools/call ")]
+    # The server reads in order and logs each tools/call before it answers: its answer to a
+    # tools/list sent now comes after the log of every tools/call sent before.
+    await still_works(client)
+    return [
+        note.params["data"]
+        for note in client.notifications
+        if note.method == "notifications/message" and note.params.get("logger") == "tools/call"
+    ]
 
 
 async def still_works(client: Client) -> None:
@@ -97,7 +102,7 @@ def test_a_caller_that_gives_up_during_a_round_ends_only_its_call(backend: str, 
 
     async def slow(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
         try:
-            await anyio.sleep(0.6)
+            await anyio.sleep(0.6)  # slower than its caller waits (0.3 s)
         except BaseException:
             finished.append("cancelled")
             raise
@@ -114,7 +119,8 @@ def test_a_caller_that_gives_up_during_a_round_ends_only_its_call(backend: str, 
             else:
                 with anyio.move_on_after(0.3):
                     await client.call_tool("x")
-            await anyio.sleep(1.0)  # past the resolver's own time: nothing may go out, nothing may break
+            # Time is what is tested: past the resolver's own 0.6 s, nothing may go out, nothing may break.
+            await anyio.sleep(1.0)
             assert finished == ["cancelled"]
             assert await seen(client) == [None]
             await still_works(client)

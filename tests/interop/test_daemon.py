@@ -15,7 +15,7 @@ import http.client
 import os
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -198,11 +198,21 @@ def test_the_newcomers_path_on_the_command_line(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         cwd=ROOT,
     )
+    listening = threading.Event()
+    said: list[bytes] = []
+
+    def drain() -> None:  # the daemon's stderr, kept and read to its end so that it never blocks
+        assert daemon.stderr is not None
+        for line in daemon.stderr:
+            said.append(line)
+            if b"ops API at" in line:  # said once daemon.json is written
+                listening.set()
+        listening.set()  # it ended: the assertion below says why
+
+    threading.Thread(target=drain, daemon=True).start()
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "state" / "daemon.json").exists():
-            assert time.monotonic() < deadline and daemon.poll() is None, "the daemon did not start"
-            time.sleep(0.05)
+        assert listening.wait(30), b"".join(said).decode(errors="replace")
+        assert (tmp_path / "state" / "daemon.json").exists(), b"".join(said).decode(errors="replace")
         called = subprocess.run(
             [sys.executable, "-m", "mcpx", "call", "demo", "echo", "--arg", "text=hi", "--json"],
             env=env,

@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from mcpx.cli._gateway import wait_for_exit
 from mcpx.client import McpCallError
 from mcpx.config import UpstreamServer
 from mcpx.core import PoolConfig
@@ -116,9 +117,9 @@ def test_the_call_timeout_is_the_pools_and_a_caller_may_only_lower_it(tmp_path: 
 def test_an_idle_instance_is_reaped_and_started_again_on_use(tmp_path: Path) -> None:
     async def body(upstreams: Upstreams) -> None:
         first = await call(upstreams, "pid")
-        with anyio.fail_after(10):
-            while upstreams.status()[0].instances:
-                await anyio.sleep(0.05)
+        # Its process ends once the pool has reaped it (the pool lets go of it, then it is stopped).
+        assert await anyio.to_thread.run_sync(wait_for_exit, int(first), 10.0)
+        assert not upstreams.status()[0].instances
         second = await call(upstreams, "pid")
         assert second != first and upstreams.status()[0].spawn_count == 2
 
@@ -184,14 +185,21 @@ def test_a_spare_process_serves_the_next_connection_without_a_start(tmp_path: Pa
             )
         }
         upstreams = Upstreams(servers, state_dir=tmp_path, pool=PoolConfig(spare=True))
+        spare_up = anyio.Event()
+
+        def started(server: str, instance: int, kind: str | None) -> None:  # the pool was told first
+            if kind is None and any(  # an instance has started: the spare, for nobody yet?
+                i.instance == instance and i.scope_key is None and i.state == "idle"
+                for i in upstreams.status()[0].instances
+            ):
+                spare_up.set()
+
+        upstreams.on_catalog_stale = started
         async with anyio.create_task_group() as tg:
             upstreams.attach(tg)
             first = await call(upstreams, "pid", scope_key="k1")
             with anyio.fail_after(20):  # the spare starts beside it, for nobody yet
-                while not any(
-                    i.scope_key is None and i.state == "idle" for i in upstreams.status()[0].instances
-                ):
-                    await anyio.sleep(0.05)
+                await spare_up.wait()
             (spare,) = [i.instance for i in upstreams.status()[0].instances if i.scope_key is None]
             second = await call(upstreams, "pid", scope_key="k2")
             assert second != first
@@ -208,7 +216,7 @@ def test_the_call_timeout_pauses_while_the_upstream_waits_for_an_answer(tmp_path
     answered: list[str] = []
 
     async def slow(method: str, params: object) -> dict[str, object]:
-        await anyio.sleep(1.5)  # longer than the 1 s call timeout
+        await anyio.sleep(1.5)  # a person slower than the 1 s call timeout: the time is what is tested
         answered.append(method)
         return {"roots": [{"uri": "file:///a"}, {"uri": "file:///b"}]}
 

@@ -221,6 +221,8 @@ def test_a_host_through_mcpx_serve_is_one_scope_in_both_eras(tmp_path: Path, era
         hosts = [key for key in scopes if key.startswith("host:")]
         assert len(hosts) == 2 and len(set(hosts)) == 2, scopes  # one instance per host, six calls made
         assert first.close() == 0
+        # The daemon tells nobody when an instance stops (after it told the shim the host ended), and
+        # GET /v1/servers is the only view of its pool: looked at again until the instance is gone.
         deadline = time.monotonic() + 10
         while len([key for key in _pool_scopes(env) if key.startswith("host:")]) != 1:
             assert time.monotonic() < deadline, "the first host's instance did not stop when it ended"
@@ -256,8 +258,10 @@ def test_a_daemon_killed_mid_call_answers_in_flight_requests_and_the_next_call_w
         )
         for _ in range(3)
     ]
+    # A call reaching the upstream shows in GET /v1/servers only (the host is sent nothing, the demo's
+    # sleep says nothing): looked at again until every call has reached it.
     deadline = time.monotonic() + 30
-    while _pool(env)["inFlight"] < len(in_flight):  # every call has reached the upstream
+    while _pool(env)["inFlight"] < len(in_flight):
         assert time.monotonic() < deadline, _pool(env)
         time.sleep(0.02)
     os.kill(int(info["pid"]), signal.SIGKILL)

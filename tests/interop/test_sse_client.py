@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,35 @@ def _sockets() -> int:
     return sum(1 for target in _open_fds() if target.startswith("socket:"))
 
 
+class Connections:
+    """The connections a ``LegacySseServer`` takes, counted as it accepts each and as it has closed each."""
+
+    def __init__(self, server: LegacySseServer) -> None:
+        self.changed = threading.Condition()
+        self.accepted = self.closed = 0
+        httpd = server.httpd
+        process_request, shutdown_request = httpd.process_request, httpd.shutdown_request
+
+        def accepted(request: Any, client_address: Any) -> None:
+            with self.changed:
+                self.accepted += 1
+            process_request(request, client_address)
+
+        def closed(request: Any) -> None:
+            shutdown_request(request)  # the socket is closed now
+            with self.changed:
+                self.closed += 1
+                self.changed.notify_all()
+
+        httpd.process_request = accepted  # type: ignore[method-assign]
+        httpd.shutdown_request = closed  # type: ignore[method-assign]
+
+    def all_closed(self, timeout: float) -> bool:
+        """Wait (at most ``timeout``) until the server has closed every connection it accepted."""
+        with self.changed:
+            return self.changed.wait_for(lambda: self.closed == self.accepted, timeout)
+
+
 async def answer_roots(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
     assert method == "roots/list", method
     return {"roots": [{"uri": "file:///work", "name": "work"}]}
@@ -62,6 +92,10 @@ def test_connect_sse_talks_to_mcpx_demo(demo_sse_url: str, backend: str) -> None
             echoed = await client.call_tool("echo", {"text": "over http+sse"})
             assert echoed["content"][0]["text"] == "over http+sse"
             # progress and log notifications arrive on the stream
+            logged_one = anyio.Event()
+            client.on_notification = lambda note: (
+                logged_one.set() if note.method == "notifications/message" else None
+            )
             await client.request("logging/setLevel", {"level": "info"})
             reports: list[Progress] = []
             counted = await client.request(
@@ -69,9 +103,8 @@ def test_connect_sse_talks_to_mcpx_demo(demo_sse_url: str, backend: str) -> None
             )
             assert counted["content"][0]["text"] == "counted to 3"
             assert [r.progress for r in reports] == [1, 2, 3]
-            with anyio.fail_after(5):
-                while not any(n.method == "notifications/message" for n in client.notifications):
-                    await anyio.sleep(0.01)
+            with anyio.fail_after(5):  # the first log message has arrived
+                await logged_one.wait()
             logged = [n.params["data"] for n in client.notifications if n.method == "notifications/message"]
             assert "counted 1" in logged
             # a request from the server (2024-11-05 has roots/list) goes back by POST
@@ -81,10 +114,8 @@ def test_connect_sse_talks_to_mcpx_demo(demo_sse_url: str, backend: str) -> None
                 await client.call_tool("no_such_tool")
             assert unknown.value.code == -32602
             assert _sockets() >= sockets + 2  # the stream and the POST lane
-        # closed: no socket of ours is left open
-        with anyio.fail_after(5):
-            while _sockets() > sockets:
-                await anyio.sleep(0.01)
+        # closed: no socket of ours is left open (connect_sse closes each before it returns)
+        assert _sockets() <= sockets
 
     anyio.run(main, backend=backend)
 
@@ -92,6 +123,7 @@ def test_connect_sse_talks_to_mcpx_demo(demo_sse_url: str, backend: str) -> None
 def test_closing_leaves_no_tasks_and_ends_the_session_on_the_server() -> None:
     with LegacySseServer() as server:
         url = server.base + "/sse"
+        connections = Connections(server)
 
         async def main() -> None:
             before = len(asyncio.all_tasks())
@@ -105,9 +137,9 @@ def test_closing_leaves_no_tasks_and_ends_the_session_on_the_server() -> None:
                 assert echoed["content"][0]["text"] == "hi" and [r.progress for r in reports] == [1]
                 assert server.open_sessions == 1
             assert len(asyncio.all_tasks()) == before
-            with anyio.fail_after(5):
-                while _sockets() > sockets or server.open_sessions:
-                    await anyio.sleep(0.01)
+            # The server has closed every connection it took: the stream's last, once its session ended.
+            assert await anyio.to_thread.run_sync(connections.all_closed, 5.0)
+            assert _sockets() <= sockets and server.open_sessions == 0
 
         anyio.run(main)
         methods = [m.get("method") for m in server.seen]
