@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 
 from ..interop._daemon_process import ROOT, DaemonProcess
 from ._examples import outcome, tick
-from ._mcp import CC, CI, DEEP, MODERN, PV, any_ids, json_values, junk_or_deep
+from ._mcp import CC, CI, DEEP, MODERN, PV, any_ids, initialize, json_values, junk_or_deep
 
 EXAMPLES = settings(max_examples=max(20, settings.default.max_examples // 3), deadline=None)
 WAIT = 30.0
@@ -249,16 +249,7 @@ _sessions: dict[str, dict[str, str]] = {}
 def _session(daemon: DaemonProcess, version: str) -> dict[str, str]:
     """The headers of this module's session at ``version`` (opened on first use)."""
     if version not in _sessions:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": version,
-                "capabilities": {},
-                "clientInfo": {"name": "fuzz", "version": "1"},
-            },
-        }
+        init = initialize(0, version)
         url = urlsplit(daemon.base)
         conn = http.client.HTTPConnection(url.hostname, url.port, timeout=WAIT)
         try:
@@ -423,16 +414,7 @@ class _SseStream:
 @pytest.fixture(scope="module")
 def sse(daemon: DaemonProcess) -> Iterator[_SseStream]:
     stream = _SseStream(daemon)
-    init = {
-        "jsonrpc": "2.0",
-        "id": "init",
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2024-11-05",
-            "capabilities": {},
-            "clientInfo": {"name": "fuzz", "version": "1"},
-        },
-    }
+    init = initialize("init", "2024-11-05")
     assert _post(daemon, stream.path, json.dumps(init).encode())[0] == 202
     assert "result" in stream.answer_to("init")
     initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -480,16 +462,7 @@ class _StdioServer:
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
         if revision != MODERN:
-            init = {
-                "jsonrpc": "2.0",
-                "id": "init",
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": revision,
-                    "capabilities": {},
-                    "clientInfo": {"name": "fuzz", "version": "1"},
-                },
-            }
+            init = initialize("init", revision)
             self.write(json.dumps(init).encode() + b"\n")
             assert self.answer_to("init")["result"]["protocolVersion"] == revision
             self.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
