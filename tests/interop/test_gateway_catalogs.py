@@ -11,6 +11,7 @@ daemon does inside (spec/gateway.md §1 "Which requests start upstreams").
 from __future__ import annotations
 
 import http.client
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -29,11 +30,19 @@ pytestmark = pytest.mark.timeout(90)
 
 
 class CountingDaemon(DaemonThread):
-    """A daemon passing the counting server through; ``listed()`` is how many ``tools/list`` it was sent."""
+    """A daemon passing the counting server through; ``listed()`` is how many ``tools/list`` it was sent.
+
+    The counting server's log is a named pipe held open here: each line it
+    writes is there to read as soon as its ``tools/list`` is answered, and a
+    line still to come is waited for as it arrives.
+    """
 
     def __init__(self, root: Path) -> None:
         self.log = root / "tools-list.log"
-        self.log.touch()
+        os.mkfifo(self.log)
+        # Read and write: the pipe always has a reader (so a writer's open never blocks) and never ends.
+        self.pipe = os.open(self.log, os.O_RDWR | os.O_NONBLOCK)
+        self.lines = 0
         command = orjson.dumps(sys.executable).decode()
         log = orjson.dumps(str(self.log)).decode()
         text = f"""
@@ -51,16 +60,34 @@ port = 0
         super().__init__(parse_config(text, environ=environ, home=str(root)))
 
     def listed(self) -> int:
-        return len(self.log.read_text().split())
+        while True:
+            try:
+                data = os.read(self.pipe, 65536)
+            except BlockingIOError:
+                return self.lines  # every line written so far is read
+            self.lines += data.count(b"\n")
 
     async def settled(self, *, at_least: int = 0, quiet: float = 0.5) -> int:
-        """The count once it is ``at_least`` and has not moved for ``quiet`` seconds (10 s at most)."""
+        """The count once it is ``at_least`` and no other ``tools/list`` came for ``quiet`` seconds (10 s at most).
+
+        The lines are waited for as they come.  ``quiet`` is time passing, and
+        no wait for an event: a read the daemon has still to make (the start-up
+        listing, a background refresh) shows only by its line, so "no more
+        reads" is "no line within ``quiet``".
+        """
         with anyio.fail_after(10):
+            while self.listed() < at_least:
+                await anyio.wait_readable(self.pipe)  # the next line
             while True:
-                count = self.listed()
-                await anyio.sleep(quiet)
-                if count >= at_least and self.listed() == count:
-                    return count
+                with anyio.move_on_after(quiet) as quiet_for:
+                    await anyio.wait_readable(self.pipe)
+                if quiet_for.cancelled_caught:
+                    return self.listed()
+                self.listed()
+
+    def close(self) -> None:
+        super().close()
+        os.close(self.pipe)
 
     def restart(self) -> None:
         url = urlsplit(self.mcp)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
 import http.client
 import itertools
 import sys
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,9 +28,10 @@ import anyio
 import orjson
 import pytest
 
-from mcpx.client import McpCallError, connect_http
+from mcpx.client import Client, McpCallError, connect_http
 from mcpx.config import parse_config
 from mcpx.core import Revision
+from mcpx.core._client import ServerNotification
 from tests.interop._daemon_thread import DaemonThread
 
 pytestmark = pytest.mark.timeout(120)
@@ -78,14 +79,14 @@ port = 0
         finally:
             pool.shutdown(wait=False)
 
-    def _post(
+    def _request(
         self,
         method: str,
         params: Mapping[str, Any],
         capabilities: Mapping[str, Any],
         headers: Mapping[str, str] | None,
-    ) -> tuple[int, dict[str, Any]]:
-        """One 2026-07-28 request, as a host spells it; the HTTP status and the JSON-RPC response."""
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """One 2026-07-28 request as a host spells it: its JSON-RPC body and its HTTP headers."""
         meta = {
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientInfo": {"name": "passthrough-test", "version": "1"},
@@ -101,6 +102,17 @@ port = 0
         if "name" in params or "taskId" in params:  # tasks/* name their task in Mcp-Name
             sent["mcp-name"] = str(params.get("name", params.get("taskId")))
         sent.update(headers or {})
+        return body, sent
+
+    def _post(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        capabilities: Mapping[str, Any],
+        headers: Mapping[str, str] | None,
+    ) -> tuple[int, dict[str, Any]]:
+        """One 2026-07-28 request; the HTTP status and the JSON-RPC response."""
+        body, sent = self._request(method, params, capabilities, headers)
         url = urlsplit(self.mcp)
         conn = http.client.HTTPConnection(url.hostname, url.port, timeout=120)
         try:
@@ -116,6 +128,34 @@ port = 0
         answer = orjson.loads(data)
         assert answer["id"] == body["id"]
         return response.status, answer
+
+    @contextlib.contextmanager
+    def listen(
+        self, notifications: Mapping[str, Any], *, capabilities: Mapping[str, Any] = EVERYTHING
+    ) -> Iterator[Iterator[dict[str, Any]]]:
+        """A ``subscriptions/listen`` stream on a connection of its own: its JSON-RPC frames as they arrive.
+
+        Each frame waits for its line (60 s at most, then ``TimeoutError``);
+        leaving the block closes the stream.
+        """
+        body, sent = self._request(
+            "subscriptions/listen", {"notifications": dict(notifications)}, capabilities, None
+        )
+        url = urlsplit(self.mcp)
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+        try:
+            conn.request("POST", url.path, body=orjson.dumps(body), headers=sent)
+            response = conn.getresponse()
+            assert response.status == 200, response.read()
+
+            def frames() -> Iterator[dict[str, Any]]:
+                while line := response.readline():
+                    if line.startswith(b"data:") and line[5:].strip():
+                        yield orjson.loads(line[5:])
+
+            yield frames()
+        finally:
+            conn.close()
 
 
 @pytest.fixture(scope="module")
@@ -314,6 +354,27 @@ def test_a_tool_needing_what_the_host_did_not_declare_is_the_upstreams_minus_320
 # -- list changes are relayed ------------------------------------------------------------------
 
 
+async def until_heard(client: Client, check: Callable[[ServerNotification], bool]) -> None:
+    """Until ``client`` has heard a notification ``check`` accepts (10 s at most)."""
+    if any(check(note) for note in client.notifications):
+        return
+    found = anyio.Event()
+    client.on_notification = lambda note: found.set() if check(note) else None
+    try:
+        with anyio.fail_after(10):
+            await found.wait()
+    finally:
+        client.on_notification = None
+
+
+def listens_for_tool_changes(note: ServerNotification) -> bool:
+    """The server acknowledged a listen stream whose filter has tools list changes."""
+    agreed = note.params.get("notifications", {})
+    return (
+        note.method == "notifications/subscriptions/acknowledged" and agreed.get("toolsListChanged") is True
+    )
+
+
 @pytest.mark.parametrize("host", ["2026-07-28", "2025-11-25"])
 def test_an_upstream_list_change_reaches_the_host_and_the_new_tool_is_listed(
     shared: Daemon, host: str
@@ -325,11 +386,11 @@ def test_an_upstream_list_change_reaches_the_host_and_the_new_tool_is_listed(
         async with connect_http(shared.mcp, capabilities=EVERYTHING, **era) as client:
             await client.start_listening()
             await client.list_tools()  # the upstream's instance is running (and listening)
-            await anyio.sleep(0.5)  # the host's listen stream is open
+            if host == MODERN:  # the host's listen stream is open, list changes in its filter
+                await until_heard(client, listens_for_tool_changes)
+            # (A legacy host's changes wait in its session's GET stream, open or not yet.)
             assert text_of(await client.call_tool("test_trigger_tool_change")) == "tool list changed"
-            with anyio.fail_after(10):
-                while not any(n.method == "notifications/tools/list_changed" for n in client.notifications):
-                    await anyio.sleep(0.05)
+            await until_heard(client, lambda note: note.method == "notifications/tools/list_changed")
             assert "test_dynamic_tool" in {tool["name"] for tool in await client.list_tools()}
 
     anyio.run(main)
@@ -341,15 +402,25 @@ TASKS = {**EVERYTHING, "extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 def until_settled(shared: Daemon, task_id: str, *, stop_at: str | None = None) -> dict[str, Any]:
-    """``tasks/get`` until the task ends (or reaches ``stop_at``); its last state."""
-    for _ in range(200):
-        status, got = shared.post("tasks/get", {"taskId": task_id}, capabilities=TASKS)
-        assert status == 200, got
-        state = got["result"]
-        if state["status"] in ("completed", "failed", "cancelled", stop_at):
-            return dict(state)
-        time.sleep(0.05)
-    raise AssertionError(f"task {task_id} did not settle: {state}")
+    """The task's state once it ends (or reaches ``stop_at``), as ``tasks/get`` then answers.
+
+    The task's own ``notifications/tasks`` on a listen stream (its state at
+    once, then each change) say when.
+    """
+    ends = ("completed", "failed", "cancelled", stop_at)
+    with shared.listen({"taskIds": [task_id]}, capabilities=TASKS) as frames:
+        for frame in frames:
+            if frame.get("method") == "notifications/subscriptions/acknowledged":
+                assert frame["params"]["notifications"].get("taskIds") == [task_id], frame  # it is followed
+            elif frame.get("method") == "notifications/tasks" and frame["params"]["status"] in ends:
+                break
+        else:
+            raise AssertionError(f"the listen stream ended before task {task_id} settled")
+    status, got = shared.post("tasks/get", {"taskId": task_id}, capabilities=TASKS)
+    assert status == 200, got
+    state = got["result"]
+    assert state["status"] in ends, state
+    return dict(state)
 
 
 def test_a_required_task_tool_runs_as_a_task_of_mcpx_and_ends_as_the_upstream_task_did(
@@ -504,6 +575,29 @@ def test_a_long_call_of_a_legacy_host_is_resumed_with_last_event_id(tmp_path: Pa
         daemon.close()
 
 
+@contextlib.contextmanager
+def daemon_events(daemon: DaemonThread) -> Iterator[Iterator[tuple[str, Any]]]:
+    """``GET /v1/events``, open (its watcher registered): its events (kind, data) as they arrive."""
+    url = urlsplit(daemon.mcp)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        conn.request("GET", "/v1/events")
+        stream = conn.getresponse()
+        assert stream.status == 200 and stream.readline() == b": mcpx events\n"  # registered
+
+        def events() -> Iterator[tuple[str, Any]]:
+            kind = ""
+            while line := stream.readline():
+                if line.startswith(b"event: "):
+                    kind = line[len(b"event: ") :].decode().strip()
+                elif line.startswith(b"data: "):
+                    yield kind, orjson.loads(line[len(b"data: ") :])
+
+        yield events()
+    finally:
+        conn.close()
+
+
 def test_in_gateway_mode_an_upstream_list_change_refreshes_what_the_discovery_tools_see(
     tmp_path: Path,
 ) -> None:
@@ -528,11 +622,15 @@ port = 0
                 return [t for t in result["structuredContent"]["tools"] if t["name"] == "test_dynamic_tool"]
 
             assert await found() == []
-            arguments = {"server": "conformance", "tool": "test_trigger_tool_change", "arguments": {}}
-            assert text_of(await client.call_tool("mcpx_call", arguments)) == "tool list changed"
-            with anyio.fail_after(10):
-                while not await found():
-                    await anyio.sleep(0.1)
+            with daemon_events(daemon) as events:
+                arguments = {"server": "conformance", "tool": "test_trigger_tool_change", "arguments": {}}
+                assert text_of(await client.call_tool("mcpx_call", arguments)) == "tool list changed"
+                changed = ("list.changed", {"server": "conformance", "kind": "tools"})
+                heard = await anyio.to_thread.run_sync(
+                    lambda: next((e for e in events if e == changed), None)
+                )
+                assert heard == changed  # the change reached mcpx: published as it marks its catalog stale
+            assert await found()
 
     try:
         anyio.run(main)
@@ -557,6 +655,8 @@ def test_a_legacy_hosts_connection_scoped_upstream_stops_when_its_session_ends(d
             await client.call_tool("test_simple_text")
             ours = {key for key in scopes() - before if key.startswith("session:")}
             assert len(ours) == 1
+        # The instance leaves the pool once its process is gone, which nothing a host can
+        # watch announces (no event names it): /v1/servers is asked again until it is gone.
         with anyio.fail_after(10):
             while ours & scopes():
                 await anyio.sleep(0.05)

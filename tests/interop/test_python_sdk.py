@@ -28,7 +28,7 @@ import base64
 import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as t
@@ -124,7 +124,7 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 
 async def _conversation(revision: str, mode: str, loop: str, wire: WireLog, errlog: Any) -> None:
-    logs: list[t.LoggingMessageNotificationParams] = []
+    logs: Arrivals[t.LoggingMessageNotificationParams] = Arrivals()
 
     async def on_log(params: t.LoggingMessageNotificationParams) -> None:
         logs.append(params)
@@ -307,12 +307,31 @@ async def _check_tool_errors(client: Client, revision: str) -> None:
         assert invalid.value.code == -32602
 
 
+_T = TypeVar("_T")
+
+
+class Arrivals(list[_T]):
+    """What one of the SDK's callbacks delivered, in order; ``until(n)`` waits for the ``n``-th."""
+
+    _grew: anyio.Event | None = None  # set by the next append
+
+    def append(self, item: _T) -> None:
+        super().append(item)
+        if self._grew is not None:
+            self._grew.set()
+
+    async def until(self, count: int) -> None:
+        while len(self) < count:
+            grew = self._grew = anyio.Event()
+            await grew.wait()
+
+
 async def _check_progress_and_logging(
     client: Client,
     revision: str,
     mode: str,
     wire: WireLog,
-    logs: list[t.LoggingMessageNotificationParams],
+    logs: Arrivals[t.LoggingMessageNotificationParams],
 ) -> None:
     if mode == "legacy":
         # Handshake-era log delivery is governed by logging/setLevel (deprecated in the SDK).
@@ -320,7 +339,7 @@ async def _check_progress_and_logging(
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await client.set_logging_level("info")
 
-    progress: list[tuple[float, float | None, str | None]] = []
+    progress: Arrivals[tuple[float, float | None, str | None]] = Arrivals()
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append((value, total, message))
@@ -330,11 +349,11 @@ async def _check_progress_and_logging(
     assert _only(result, t.TextContent).text == "counted to 3"
 
     # The SDK runs progress and log callbacks as tasks of their own, so they
-    # may still be pending when the result is handed back.  (Give them a
-    # moment; the assertions below then say what did or did not arrive.)
+    # may still be pending when the result is handed back: wait for the three
+    # of each (5 s at most; the assertions below then say what did or did not arrive).
     with anyio.move_on_after(5):
-        while len(progress) < 3 or len(logs) < 3:
-            await anyio.sleep(0.01)
+        await progress.until(3)
+        await logs.until(3)
 
     values = [value for value, _, _ in progress]
     assert values == sorted(values) and len(set(values)) == len(values), progress

@@ -36,7 +36,7 @@ import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -259,7 +259,7 @@ def test_conversation(
         pin_handshake_version(monkeypatch, revision)
     wire = WireLog()
     http = HttpLog()
-    logs: list[t.LoggingMessageNotificationParams] = []
+    logs: Arrivals[t.LoggingMessageNotificationParams] = Arrivals()
 
     async def on_log(params: t.LoggingMessageNotificationParams) -> None:
         logs.append(params)
@@ -365,19 +365,38 @@ async def _check_tools(client: Client, revision: str) -> None:
         assert invalid.value.code == -32602
 
 
+_T = TypeVar("_T")
+
+
+class Arrivals(list[_T]):
+    """What one of the SDK's callbacks delivered, in order; ``until(n)`` waits for the ``n``-th."""
+
+    _grew: anyio.Event | None = None  # set by the next append
+
+    def append(self, item: _T) -> None:
+        super().append(item)
+        if self._grew is not None:
+            self._grew.set()
+
+    async def until(self, count: int) -> None:
+        while len(self) < count:
+            grew = self._grew = anyio.Event()
+            await grew.wait()
+
+
 async def _check_progress_and_logging(
     client: Client,
     mode: str,
     revision: str,
     wire: WireLog,
-    logs: list[t.LoggingMessageNotificationParams],
+    logs: Arrivals[t.LoggingMessageNotificationParams],
 ) -> None:
     if mode == "legacy":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await client.set_logging_level("info")
 
-    progress: list[tuple[float, float | None, str | None]] = []
+    progress: Arrivals[tuple[float, float | None, str | None]] = Arrivals()
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append((value, total, message))
@@ -385,10 +404,11 @@ async def _check_progress_and_logging(
     before = len(wire.sent)
     result = await client.call_tool("count", {"to": 3}, progress_callback=on_progress)
     assert _text(result) == "counted to 3"
-    # The SDK runs these callbacks as tasks of their own: give them a moment.
+    # The SDK runs these callbacks as tasks of their own: wait for the three of each
+    # (5 s at most; the assertions below then say what did or did not arrive).
     with anyio.move_on_after(5):
-        while len(progress) < 3 or len(logs) < 3:
-            await anyio.sleep(0.01)
+        await progress.until(3)
+        await logs.until(3)
 
     values = [value for value, _, _ in progress]
     assert values == [1, 2, 3], progress  # increasing, one per step
@@ -466,7 +486,7 @@ def test_http_exchange(
     if mode == "legacy":
         pin_handshake_version(monkeypatch, revision)
     http = HttpLog()
-    progress: list[float] = []
+    progress: Arrivals[float] = Arrivals()
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         progress.append(value)
@@ -479,9 +499,8 @@ def test_http_exchange(
                 assert (await client.list_tools()).tools
                 result = await client.call_tool("count", {"to": 3}, progress_callback=on_progress)
                 assert _text(result) == "counted to 3"
-                with anyio.move_on_after(5):
-                    while len(progress) < 3:
-                        await anyio.sleep(0.01)
+                with anyio.move_on_after(5):  # the SDK's callbacks run as tasks of their own
+                    await progress.until(3)
                 assert progress == [1, 2, 3]
             # The client is closed: what it did on the way out, and what mcpx made of it.
             if kind == SSE:
@@ -605,6 +624,8 @@ async def _check_http_sse(http: HttpLog) -> None:
 
     # ... which mcpx notices: the endpoint soon stops taking messages.  (The
     # probe is a notification nobody defines, harmless should it still land.)
+    # Nothing tells a client that the server noticed: the endpoint's answer is
+    # the only sign of it, so it is asked again until it says 404.
     status = None
     async with httpx2.AsyncClient(timeout=10) as probe:
         with anyio.move_on_after(SESSION_END_TIMEOUT):

@@ -51,6 +51,7 @@ class FakeUpstreams:
         self.on_catalog_stale: Callable[[str, int, str | None], None] | None = None
         self.routes: Any = None  # no router: every call takes the awaited path (``request``)
         self.http: set[str] = set()  # servers reached over HTTP: never routed
+        self._asked: anyio.Event | None = None  # set by the next ``running_catalog``
 
     def routable(self, server: str) -> bool:
         return self.routes is not None and server not in self.http
@@ -73,12 +74,19 @@ class FakeUpstreams:
     async def catalog(self, server: str, *, scope_key: str | None = None) -> dict[str, Any]:
         self.reads[server] += 1
         listed_at = time.monotonic()
-        await anyio.sleep(0.01)  # a read takes a while: requests meanwhile share it
+        await anyio.sleep(0.01)  # simulated slowness, not a wait: requests made meanwhile share the read
         if server in self.failing:
             raise McpCallError({"code": -32603, "message": f"server {server!r} could not be started"})
         return self._found(server, listed_at)
 
+    async def asked(self) -> None:
+        """Until ``running_catalog`` is next asked (the gateway's own read, of any server)."""
+        asked = self._asked = anyio.Event()
+        await asked.wait()
+
     async def running_catalog(self, server: str, instance: int | None = None) -> dict[str, Any] | None:
+        if self._asked is not None:
+            self._asked.set()  # its waiter runs once the gateway's task yields: after this read is kept
         if not self.running:
             return None
         self.peeks[server] += 1
@@ -136,10 +144,11 @@ def _offered(gateway: GatewayServer) -> list[str]:
     return [str(tool["name"]) for tool in page.items]
 
 
-async def _until(check: Callable[[], bool]) -> None:
+async def _until_read(fake: FakeUpstreams, check: Callable[[], bool]) -> None:
+    """Until ``check()`` holds, looked at again after each read the gateway makes of a running instance."""
     with anyio.fail_after(5):
         while not check():
-            await anyio.sleep(0.01)
+            await fake.asked()
 
 
 async def _settled(gateway: GatewayServer) -> None:
@@ -151,6 +160,12 @@ async def _settled(gateway: GatewayServer) -> None:
             if not reading:
                 return
             await reading[0].wait()  # a read is in its fake's own delay: it is set when the read ends
+
+
+async def _warmed(gateway: GatewayServer) -> None:
+    """``warm()``'s start-up listing has been read (and nothing else is in flight)."""
+    await _settled(gateway)
+    assert gateway.last_surface is not None
 
 
 def _no_refresh_due(gateway: GatewayServer, name: str) -> bool:
@@ -273,11 +288,12 @@ def test_a_list_change_is_read_once_in_the_background_and_no_listing_uses_the_ol
     gateway = _gateway(fake)
 
     async def body() -> None:
-        await _until(lambda: gateway.last_surface is not None)  # the start-up listing
+        await _warmed(gateway)  # the start-up listing
         fake.tools["a"].append(_tool("added"))
         assert fake.on_catalog_stale is not None
         fake.on_catalog_stale("a", 1, "tools")
-        await _until(lambda: "added" in _offered(gateway))
+        await _settled(gateway)  # the background read of the change
+        assert "added" in _offered(gateway)
         assert "added" in await _listed(gateway)
         assert fake.reads == {"a": 1, "b": 1} and fake.peeks == {"a": 1, "b": 0}
         await _settled(gateway)
@@ -302,11 +318,12 @@ def test_an_instance_start_is_read_in_the_background_unless_a_read_since_covers_
     gateway.add_listener(lambda kind, uri: heard.append(kind))
 
     async def body() -> None:
-        await _until(lambda: gateway.last_surface is not None)
+        await _warmed(gateway)
         fake.tools["a"] = [_tool("upgraded")]  # the server came back offering something else
         assert fake.on_catalog_stale is not None
         fake.on_catalog_stale("a", 2, None)
-        await _until(lambda: "upgraded" in _offered(gateway))
+        await _settled(gateway)  # the background read of the new instance
+        assert "upgraded" in _offered(gateway)
         assert fake.peeks == {"a": 1, "b": 0} and fake.reads == {"a": 1, "b": 1}
         assert heard == ["tools"]  # found by the refresh, not announced: pass-through hosts are told
 
@@ -321,10 +338,11 @@ def test_a_positive_ttl_is_refreshed_in_the_background_while_an_instance_runs(
     gateway = _gateway(fake)
 
     async def body() -> None:
-        await _until(lambda: gateway.last_surface is not None)
-        await _until(lambda: fake.peeks["a"] >= 2)  # once the ttl ran out, and again after that one's
+        await _warmed(gateway)
+        await _until_read(fake, lambda: fake.peeks["a"] >= 2)  # once the ttl ran out, again after that one's
         fake.running = False  # reaped: nothing is started to refresh it
-        await _until(lambda: _no_refresh_due(gateway, "a"))  # the due refresh found no instance, and stopped
+        # The due refresh found no instance, and stopped.
+        await _until_read(fake, lambda: _no_refresh_due(gateway, "a"))
         peeks = dict(fake.peeks)
         await _settled(gateway)
         assert fake.peeks == peeks
@@ -341,7 +359,7 @@ def test_ttl_zero_is_never_refreshed_in_the_background() -> None:
     gateway = _gateway(fake)
 
     async def body() -> None:
-        await _until(lambda: gateway.last_surface is not None)
+        await _warmed(gateway)
         await _settled(gateway)
         assert _no_refresh_due(gateway, "a") and _no_refresh_due(gateway, "b")
         assert fake.peeks == {"a": 0, "b": 0}
