@@ -150,6 +150,8 @@ class HttpPeer:
         self.questions: list[dict[str, Any]] = []
         self._threads: list[threading.Thread] = []
         self._connections: dict[Any, http.client.HTTPConnection] = {}
+        self._written: dict[Any, threading.Event] = {}  # set once a POST's request is on the wire
+        self._headed: dict[Any, threading.Event] = {}  # set once its response's head has arrived
         self._cancelled: set[Any] = set()
         self._sse_conn: http.client.HTTPConnection | None = None
 
@@ -192,15 +194,19 @@ class HttpPeer:
 
     def _post(self, message: Any, key: Any, headers: dict[str, str]) -> None:
         """POST one message; its answer's frames go onto the queue (on a thread)."""
+        written = self._written[key] = threading.Event()
+        headed = self._headed[key] = threading.Event()
 
         def run() -> None:
             conn = self.connection()
             self._connections[key] = conn
             try:
                 conn.request("POST", self.path, body=orjson.dumps(message), headers=headers)
+                written.set()
                 response = conn.getresponse()
                 self.statuses[key] = response.status
                 self.headers[key] = {k.lower(): v for k, v in response.getheaders()}
+                headed.set()
                 kind = response.getheader("content-type", "")
                 if kind.startswith("text/event-stream"):
                     for _event, event_id, data in read_sse(response):
@@ -216,6 +222,9 @@ class HttpPeer:
                 if key not in self._cancelled:
                     self.frames.put({"transport-error": repr(exc)})
             finally:
+                # Nobody waits for a POST that failed: the failure is on the queue.
+                written.set()
+                headed.set()
                 conn.close()
 
         thread = threading.Thread(target=run, daemon=True)
@@ -357,6 +366,21 @@ class HttpPeer:
         """Call and, while the answer is 2026-07-28 ``input_required``, answer and retry."""
         return complete_rounds(self, method, params, **kw)
 
+    def wait_held(self, request_id: Any, timeout: float = 10.0) -> None:
+        """Return once mcpx has taken ``request_id`` up and holds its answer open.
+
+        On HTTP+SSE the endpoint's 202 said so before ``request`` returned.  On
+        Streamable HTTP it is the head of the request's response, which mcpx
+        sends for an answer still to come once it has been silent for
+        ``--sse-keepalive``: start the server with a short one to use this.
+        """
+        if self.mode == "sse":
+            return
+        assert self._headed[request_id].wait(timeout), (
+            f"no response head for {request_id!r} within {timeout}s"
+        )
+        assert request_id in self.statuses, f"the POST of {request_id!r} failed"
+
     def call(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
         return self.response(self.request(method, params, **kw))
 
@@ -394,9 +418,8 @@ class HttpPeer:
                 params["reason"] = reason
             self.notify("notifications/cancelled", params)
             return
-        deadline = time.monotonic() + 5
-        while request_id not in self._connections and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # Closing a stream the request has not gone out on yet would cancel nothing.
+        assert self._written[request_id].wait(5), f"the POST of {request_id!r} never went out"
         conn = self._connections[request_id]
         self._cancelled.add(request_id)
         if conn.sock is not None:

@@ -47,6 +47,14 @@ def peer(loop: str, request: pytest.FixtureRequest) -> Iterator[Peer]:
     p.kill()
 
 
+@pytest.fixture(params=("stdio", "http"))
+def holding_peer(loop: str, request: pytest.FixtureRequest) -> Iterator[Peer]:
+    """``peer``, but over HTTP mcpx says as soon as it is holding a slow answer (``wait_held``)."""
+    p: Peer = StdioPeer(loop) if request.param == "stdio" else HttpPeer(loop, "--sse-keepalive", "0.05")
+    yield p
+    p.kill()
+
+
 @pytest.fixture
 def sessionless(loop: str) -> Iterator[HttpPeer]:
     """Legacy POSTs outside any session, judged by their MCP-Protocol-Version header."""
@@ -64,6 +72,15 @@ def stdio_peer(loop: str) -> Iterator[StdioPeer]:
 
 def texts(result: dict[str, Any]) -> list[str]:
     return [block["text"] for block in result["content"] if block["type"] == "text"]
+
+
+def wait_until_running(peer: Peer, request_id: Any) -> None:
+    """Return once mcpx has taken ``request_id`` up and is running it."""
+    if isinstance(peer, HttpPeer):
+        peer.wait_held(request_id)
+        return
+    # stdin is read in order: once a request sent after it is answered, it is under way.
+    assert texts(peer.result("tools/call", {"name": "echo", "arguments": {"text": "after"}})) == ["after"]
 
 
 # --------------------------------------------------------------------------
@@ -407,10 +424,11 @@ def test_both_eras_on_one_connection(stdio_peer: StdioPeer) -> None:
 # --------------------------------------------------------------------------
 
 
-def test_cancelled_request_gets_no_response(peer: Peer, revision: str) -> None:
+def test_cancelled_request_gets_no_response(holding_peer: Peer, revision: str) -> None:
+    peer = holding_peer
     peer.speak(revision)
     slow = peer.request("tools/call", {"name": "sleep", "arguments": {"seconds": 30}})
-    time.sleep(0.2)
+    wait_until_running(peer, slow)
     peer.cancel(slow, "user gave up")
     started = time.monotonic()
     ping_params = {"name": "echo", "arguments": {"text": "still here"}}
@@ -420,11 +438,12 @@ def test_cancelled_request_gets_no_response(peer: Peer, revision: str) -> None:
     assert not [f for f in peer.received if f.get("id") == slow], "a cancelled request must not be answered"
 
 
-def test_cancelling_a_threaded_handler(peer: Peer) -> None:
+def test_cancelling_a_threaded_handler(holding_peer: Peer) -> None:
     """A sync tool runs on a worker thread; cancelling it stops it and nothing is answered."""
+    peer = holding_peer
     peer.initialize("2025-11-25")
     slow = peer.request("tools/call", {"name": "sleep_sync", "arguments": {"seconds": 30}})
-    time.sleep(0.2)
+    wait_until_running(peer, slow)
     peer.cancel(slow)
     quick = peer.result("tools/call", {"name": "sleep_sync", "arguments": {"seconds": 0.05}})
     assert texts(quick) == ["slept 0.05s"]
@@ -450,7 +469,7 @@ def test_drain_time_bounds_how_long_end_of_input_waits(loop: str, tool: str) -> 
     try:
         peer.initialize("2025-06-18")
         slow = peer.request("tools/call", {"name": tool, "arguments": {"seconds": 30}})
-        time.sleep(0.1)
+        wait_until_running(peer, slow)  # in flight when stdin closes: the drain time is what ends it
         started = time.monotonic()
         assert peer.close(timeout=10) == 0
         assert time.monotonic() - started < 5
@@ -576,7 +595,11 @@ def test_a_peer_that_stops_reading_ends_the_server_quietly(loop: str) -> None:
     try:
         proc.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n' * 50)
         proc.stdin.flush()
-        time.sleep(0.3)
+        if loop != "blocking":
+            # The event-loop drivers end as soon as they find stdout's reader gone, stdin still open.
+            assert proc.wait(timeout=10) == 0
+        # The blocking driver drops what it cannot write and ends at end of input; it reads the
+        # pings, and answers them into the closed pipe, before it can see that end.
         proc.stdin.close()
     except BrokenPipeError:
         pass

@@ -24,7 +24,7 @@ the last part of every test id.
   or Host of ours (the rule is in the core, so one loop suffices).
 
 Every refusal must carry a JSON-RPC error object, and the server must never
-print a Python traceback: its stderr goes to a file, which the ``server``
+print a Python traceback: its stderr is kept in a file, which the ``server``
 fixture reads after each test (a server that died or printed one is replaced,
 so one failure does not spill into the tests after it).
 """
@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import pytest
 
@@ -101,18 +101,45 @@ HINTS = {
 @dataclass
 class Server:
     loop: str
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes]  # its stderr a non-blocking pipe, copied into the file as it comes
     port: int
     stderr_path: str
+    sink: BinaryIO  # stderr_path, open for appending until stderr ends
     checked: bool = False  # the running test checks the server's health itself
     broken: bool = False  # a test failed on the process itself: replace it before further use
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take_stderr(self) -> bool:
+        """Move what mcpx has written to stderr so far into the file; False once its end is in."""
+        assert self.proc.stderr is not None
+        with self.lock:
+            while not self.sink.closed:
+                try:
+                    data = os.read(self.proc.stderr.fileno(), 65536)
+                except BlockingIOError:
+                    break
+                if not data:
+                    self.sink.close()
+                    break
+                self.sink.write(data)
+                self.sink.flush()
+            return not self.sink.closed
+
+    def copy_stderr(self) -> None:
+        """The copying thread: stderr never fills up, however long nobody reads the file."""
+        assert self.proc.stderr is not None
+        while self.take_stderr():
+            select.select([self.proc.stderr], [], [])  # until mcpx writes to stderr again (or ends)
+        self.proc.stderr.close()
 
     def stderr(self, since: int = 0) -> str:
+        self.take_stderr()  # everything mcpx has written by now, not only what was copied
         with open(self.stderr_path, "rb") as f:
             f.seek(since)
             return f.read().decode(errors="replace")
 
     def stderr_size(self) -> int:
+        self.take_stderr()
         with open(self.stderr_path, "rb") as f:
             return f.seek(0, 2)
 
@@ -133,28 +160,34 @@ class Server:
 
 
 def spawn(loop: str, *args: str) -> Server:
-    """`mcpx demo --http 0` like ``start_http_server``, but stderr goes to a file we can read."""
+    """`mcpx demo --http 0` like ``start_http_server``, but stderr is kept in a file we can read."""
     fd, path = tempfile.mkstemp(prefix=f"mcpx-http-security-{loop}-", suffix=".stderr")
-    with open(fd, "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mcpx", "demo", "--loop", loop, "--http", "0", *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    server = Server(loop, proc, 0, path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mcpx", "demo", "--loop", loop, "--http", "0", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    os.set_blocking(proc.stderr.fileno(), False)
+    sink = open(fd, "ab")  # noqa: SIM115 - closed in take_stderr(), once stderr has ended
+    server = Server(loop, proc, 0, path, sink)
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    while True:
         match = re.search(r"serving MCP at http://\S+?:(\d+)/mcp", server.stderr())
         if match:
             server.port = int(match.group(1))
+            threading.Thread(target=server.copy_stderr, daemon=True).start()
             return server
-        if proc.poll() is not None:
+        left = deadline - time.monotonic()
+        if server.sink.closed or left <= 0:
             break
-        time.sleep(0.05)
+        select.select([proc.stderr], [], [], left)  # until mcpx writes to stderr again (or ends)
     proc.kill()
     proc.wait()
-    raise AssertionError(f"mcpx demo --http did not start:\n{server.stderr()}")
+    said = server.stderr()
+    proc.stderr.close()
+    raise AssertionError(f"mcpx demo --http did not start:\n{said}")
 
 
 def shut_down(server: Server) -> str | None:
@@ -716,6 +749,8 @@ def test_header_limit(server: Server, head_size: int, pieces: int) -> None:
             if not conn.send(raw[i : i + step]):
                 break
             if pieces > 1:
+                # Not a wait for anything: the pause is what is tested, a head that arrives
+                # spread over time, in pieces the server reads one by one.
                 time.sleep(0.01)
         resp = conn.response()
         if head_size <= HEADER_CAP:
@@ -741,6 +776,7 @@ def test_slow_client(server: Server, part: str) -> None:
     outcome: dict[str, Any] = {}
     slow = Conn(server.port, timeout=10)
     began = time.monotonic()
+    trickling = threading.Event()  # the slow client is mid-request
 
     def trickle() -> None:
         sent = slow.send(raw[:start_at]) if start_at else True
@@ -751,6 +787,8 @@ def test_slow_client(server: Server, part: str) -> None:
                 break  # the server answered or closed
             sent = slow.send(raw[i : i + 1])
             i += 1
+            trickling.set()
+        trickling.set()  # done, a byte sent or not: the assertions below tell which
         outcome["sent"] = i
         closed_quietly = not slow.buf and not slow.fill()
         outcome["elapsed"] = time.monotonic() - began
@@ -765,7 +803,8 @@ def test_slow_client(server: Server, part: str) -> None:
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
     try:
-        time.sleep(0.5)
+        # Connected first (ahead in the server's accept queue), part of its request sent.
+        assert trickling.wait(5), "the slow client never began"
         t0 = time.monotonic()
         conn, resp = exchange(server.port, raw)
         took = time.monotonic() - t0
@@ -917,13 +956,21 @@ def test_malformed_origin_or_target(server: Server, case: str) -> None:
     except (AssertionError, OSError) as exc:
         resp = None
         problems.append(f"no HTTP answer: {exc}")
+    # Our end of the connection, then mcpx's: once mcpx has closed it, it is done with the
+    # request, and a crash handling it, if any, has landed.
+    try:
+        conn.sock.shutdown(socket.SHUT_WR)
+        ended, _ = conn.wait_closed(3.0)
+    except OSError:
+        ended = True  # reset: over all the same
     conn.close()
+    if not ended:
+        problems.append("the connection stayed open after the client ended it")
     if resp is not None:
         if resp.status != status:
             problems.append(f"answered {resp.status}, not {status}: {resp.body!r}")
         else:
             assert_jsonrpc_error(resp, status)
-    time.sleep(0.3)  # a crash, if any, has landed
     if server.proc.poll() is not None:
         problems.append(f"the whole server exited (status {server.proc.returncode})")
     else:

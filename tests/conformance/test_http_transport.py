@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import orjson
@@ -37,11 +36,14 @@ class UnixConnection(http.client.HTTPConnection):
 
 
 def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
-    while not path.exists():
-        assert proc.poll() is None, "mcpx exited before listening"
-        assert time.monotonic() < deadline, "the unix socket never appeared"
-        time.sleep(0.05)
+    """Read stderr up to mcpx's word that it is listening on ``path`` (said once it listens)."""
+    assert proc.stderr is not None
+    said = []
+    while line := proc.stderr.readline().decode():
+        said.append(line)
+        if f"serving MCP at unix:{path}" in line:
+            return
+    raise AssertionError("mcpx exited before listening:\n" + "".join(said))
 
 
 @pytest.mark.parametrize("loop", LOOPS)

@@ -18,7 +18,6 @@ the strict schema sweep (the extension's frames against ``ext-tasks``).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +32,7 @@ pytestmark = pytest.mark.timeout(60)
 Peer = StdioPeer | HttpPeer
 EXT = "io.modelcontextprotocol/tasks"
 RELATED = "io.modelcontextprotocol/related-task"
+SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"
 WITH_EXT = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": {EXT: {}}}}
 WITHOUT_EXT = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
 
@@ -54,14 +54,25 @@ def approve_answer(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return {"action": "accept", "content": {"yes": True}}
 
 
-def poll(peer: Peer, task_id: str, until: set[str], **kw: Any) -> dict[str, Any]:
-    """``tasks/get`` until the task's status is one of ``until``."""
-    deadline = time.monotonic() + 20
+def wait_for_status(peer: Peer, task_id: str, until: set[str], **kw: Any) -> dict[str, Any]:
+    """``tasks/get`` once the task's status is one of ``until``.
+
+    The wait is on a listen for the task (``taskIds``), which sends its status
+    at once and again on every change; what arrives while waiting is kept in
+    ``peer.notifications``.
+    """
+    listen = peer.request("subscriptions/listen", {"notifications": {"taskIds": [task_id]}}, **kw)
     while True:
-        task = peer.result("tasks/get", {"taskId": task_id}, **kw)
-        if task["status"] in until or time.monotonic() > deadline:
-            return task
-        time.sleep(0.05)
+        frame = peer.recv(timeout=20)
+        assert "method" in frame and "id" not in frame, f"only the listen is outstanding, yet: {frame}"
+        peer.notifications.append(frame)
+        params = frame.get("params") or {}
+        if (
+            frame["method"] == "notifications/tasks"
+            and params["_meta"][SUBSCRIPTION] == listen
+            and params["status"] in until
+        ):
+            return peer.result("tasks/get", {"taskId": task_id}, **kw)
 
 
 # -- 2025-11-25: the client asks for a task ------------------------------------------
@@ -132,7 +143,7 @@ def test_extension_task_inlines_its_result(peer: Peer) -> None:
     assert isinstance(created["ttlMs"], int) and created["ttlMs"] > 0
     for field in ("result", "requestState", "inputRequests"):
         assert field not in created
-    done = poll(peer, created["taskId"], {"completed", "failed", "cancelled"}, meta=WITH_EXT)
+    done = wait_for_status(peer, created["taskId"], {"completed", "failed", "cancelled"}, meta=WITH_EXT)
     assert done["status"] == "completed" and done["resultType"] == "complete"
     assert done["result"]["content"][0]["text"] == "usage report, ready after 0.6s"
     assert RELATED not in (done["result"].get("_meta") or {})
@@ -158,7 +169,7 @@ def test_extension_task_asks_through_tasks_get_and_tasks_update(peer: Peer) -> N
     peer.speak(MODERN)
     created = peer.result("tools/call", {"name": "approve", "arguments": {"action": "ship"}}, meta=WITH_EXT)
     assert created["resultType"] == "task"
-    waiting = poll(peer, created["taskId"], {"input_required"}, meta=WITH_EXT)
+    waiting = wait_for_status(peer, created["taskId"], {"input_required"}, meta=WITH_EXT)
     assert waiting["status"] == "input_required"
     (key, request), *_ = waiting["inputRequests"].items()
     assert request["method"] == "elicitation/create" and "Approve ship?" in request["params"]["message"]
@@ -176,7 +187,7 @@ def test_extension_task_asks_through_tasks_get_and_tasks_update(peer: Peer) -> N
         {"taskId": created["taskId"], "inputResponses": {key: approve_answer("elicitation/create", {})}},
         meta=WITH_EXT,
     )
-    done = poll(peer, created["taskId"], {"completed", "failed", "cancelled"}, meta=WITH_EXT)
+    done = wait_for_status(peer, created["taskId"], {"completed", "failed", "cancelled"}, meta=WITH_EXT)
     assert done["result"]["content"][0]["text"] == "ship: approved"
     assert peer.questions == []  # nothing was sent to the client as a request
 
