@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,16 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# The suite starts mcpx in a subprocess hundreds of times (daemons, shims, demo servers, the
+# pool's restarts).  Where the environment forbids writing bytecode, each of those would compile
+# mcpx from source again (about half a second of CPU): they share a bytecode cache outside the
+# repository instead, as an installed mcpx has one.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None):
+    os.environ.setdefault(
+        "PYTHONPYCACHEPREFIX",
+        str(Path(tempfile.gettempdir()) / f"mcpx-tests-pycache-{getattr(os, 'getuid', lambda: 0)()}"),
+    )
 
 
 def schemas_dir() -> Path:

@@ -464,6 +464,15 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         ),
     ),
     SettingDef(
+        key="pool.backoff",
+        kind=_duration(positive=True),
+        initial=1.0,
+        description=(
+            "How long mcpx waits before starting a server again after it crashed or failed to start; "
+            "doubled for each further failure in a row, up to 60s (or this, if longer)."
+        ),
+    ),
+    SettingDef(
         key="pool.maxSpawnsPerMinute",
         kind=_integer(1, 10_000),
         initial=30,

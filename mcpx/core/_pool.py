@@ -159,9 +159,11 @@ class PoolConfig:
 
     The first three are the settings ``pool.idleTimeout``,
     ``pool.callTimeout`` and ``pool.maxSpawnsPerMinute`` (build with
-    ``PoolConfig(idle_timeout=settings["pool.idleTimeout"].value, ...)``);
-    the rest have no setting yet.  ``max_spawns_per_minute`` applies per
-    server.
+    ``PoolConfig(idle_timeout=settings["pool.idleTimeout"].value, ...)``),
+    ``backoff_base`` is ``pool.backoff`` (the daemon raises ``backoff_cap``
+    to it when it is longer), and ``spare`` is ``pool.spare``;
+    ``start_timeout`` has no setting yet.  ``max_spawns_per_minute`` applies
+    per server.
     """
 
     idle_timeout: float = 300.0
@@ -409,6 +411,9 @@ class _Slot:
         return self.key[0]
 
 
+_CHECK_COMMAND: Final = ". Check its command or url (`mcpx servers`)"
+
+
 @dataclass(slots=True)
 class _Instance:
     id: int
@@ -420,6 +425,7 @@ class _Instance:
     spawned_at: float
     ready_at: float | None = None
     calls: dict[CallId, None] = field(default_factory=dict)  # in flight, in grant order
+    advice: str = _CHECK_COMMAND  # what a failed start's refusal tells the caller to do
 
 
 @dataclass(slots=True)
@@ -768,8 +774,15 @@ class Pool:
         """The instance is up and answered its handshake: its waiting calls are granted."""
         self._driver_news(instance, _In.STARTED, now, "")
 
-    def start_failed(self, instance: int, reason: str, now: float) -> None:
-        """The instance could not be started; ``reason`` says why (it is shown to callers)."""
+    def start_failed(self, instance: int, reason: str, now: float, *, advised: bool = False) -> None:
+        """The instance could not be started; ``reason`` says why (it is shown to callers).
+
+        The callers are told to check the server's command or url, unless
+        ``advised``: the reason says itself what to do (an unset secret).
+        """
+        inst = self._instances.get(instance)
+        if inst is not None and advised:
+            inst.advice = ""
         self._driver_news(instance, _In.START_FAILED, now, reason)
 
     def crashed(self, instance: int, reason: str, now: float) -> None:
@@ -925,8 +938,8 @@ class Pool:
                 _error(
                     srv.name,
                     "start-failed",
-                    f"server {srv.name!r} failed to start: {reason.rstrip('.')}. Check its command or url "
-                    f"(`mcpx servers`); mcpx starts it again for a call made after {_seconds(retry - now)}",
+                    f"server {srv.name!r} failed to start: {reason.rstrip('.')}{inst.advice}; mcpx starts "
+                    f"it again for a call made after {_seconds(retry - now)}",
                     retry_after=retry - now,
                 ),
             )

@@ -718,10 +718,13 @@ def run_daemon(
     state = ensure_state_dir(settings.value("state.dir"))
     servers = dict(config.servers)
     passthrough = settings.names("mcp.passthrough")
+    backoff = settings.duration("pool.backoff")
     pool = PoolConfig(
         idle_timeout=settings.duration("pool.idleTimeout"),
         call_timeout=settings.duration("pool.callTimeout"),
         max_spawns_per_minute=settings.integer("pool.maxSpawnsPerMinute"),
+        backoff_base=backoff,
+        backoff_cap=max(PoolConfig().backoff_cap, backoff),
         spare=settings.value("pool.spare") is True,
     )
     address = str(settings.value("transport.address"))

@@ -636,15 +636,18 @@ class Upstreams:
 
     async def _run_instance(self, instance: int, running: _Running) -> None:
         server = self.servers[running.server]
+        advised = False
         try:
             # A secret is the daemon's: read from its environment when the server starts.
             server = server.resolved(os.environ)
             with running.starting:
                 await self._serve_instance(instance, running, server)
         except McpCallError as exc:
-            reason = exc.message
+            reason = exc.message.removeprefix(f"server {server.name!r}: ")  # the pool names the server
+            advised = "Check " in reason  # the probe's failures end with what to check
         except AuthConfigError as exc:  # its secret, read from the daemon's environment just now
             reason = str(exc)
+            advised = True  # the reason says where to set it
         except (OSError, ValueError) as exc:
             reason = f"server {server.name!r} could not be started: {exc}"
         except anyio.get_cancelled_exc_class():
@@ -658,7 +661,7 @@ class Upstreams:
         if running.client is not None:
             self.pool.crashed(instance, reason, time.monotonic())
         else:
-            self.pool.start_failed(instance, reason, time.monotonic())
+            self.pool.start_failed(instance, reason, time.monotonic(), advised=advised)
         self._perform()
 
     async def _serve_instance(self, instance: int, running: _Running, server: UpstreamServer) -> None:

@@ -59,9 +59,10 @@ def children(pid: int) -> dict[int, str]:
 
 
 class DaemonProcess:
-    def __init__(self, root: Path, config: str | None = None) -> None:
+    def __init__(self, root: Path, config: str | None = None, env: dict[str, str] | None = None) -> None:
         self.env = {**os.environ, "HOME": str(root), "MCPX_STATE": str(root / "state")}
         self.env.pop("MCPX_CONFIG", None)
+        self.env.update(env or {})
         argv = [sys.executable, "-m", "mcpx", "daemon", "--port", "0"]
         if config is not None:
             (root / "config.toml").write_text(config)

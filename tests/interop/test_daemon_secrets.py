@@ -81,6 +81,7 @@ def test_a_daemon_without_the_secret_refuses_that_server_and_serves_the_others(t
         said = refused.stdout + refused.stderr
         assert "MCPX_TEST_SECRET" in said and "where the daemon starts" in said, said
         assert "could not be started" not in said, said  # said once, by the pool
+        assert "Check its command" not in said, said  # the secret's own advice is the advice
         status, _, body = daemon.http(
             "POST", "/v1/call", {"server": "local", "tool": "getenv", "arguments": {}}
         )

@@ -446,6 +446,29 @@ def test_pool_drain_bounds_how_long_a_stopped_daemon_waits_for_its_calls(tmp_pat
         assert all(wait_for_exit(pid, WAIT) for pid in upstreams), "an upstream outlived the daemon"
 
 
+FAILING = f"""
+[servers.broken]
+command = {json.dumps(sys.executable)}
+args = ["-c", "raise SystemExit(3)"]
+"""
+
+
+@proves("pool.backoff")
+def test_pool_backoff_is_the_pause_before_a_failed_server_is_started_again(tmp_path: Path) -> None:
+    """``200ms``: a server that fails to start is tried again after 0.2 s, then 0.4 s (by default 1 s, 2 s)."""
+    with running(tmp_path, config=FAILING, MCPX_POOL_BACKOFF="200ms") as daemon:
+        call = {"server": "broken", "tool": "anything", "arguments": {}}
+        for spawns, pause in ((1, 0.2), (2, 0.4)):
+            status, _, body = daemon.http("POST", "/v1/call", call)
+            error = json.loads(body)["error"]
+            assert status == 502 and error["code"] == "start-failed", (status, body)
+            said = error["data"]["jsonrpc"]
+            assert said["data"]["retryAfterSeconds"] == pytest.approx(pause, abs=0.05), error
+            assert said["message"].count("Check") == 1, said  # the probe's advice, not the pool's as well
+            assert daemon.servers()["broken"]["pool"]["spawnCount"] == spawns
+            time.sleep(pause + 0.05)  # the pause under test, and no longer
+
+
 @proves("pool.maxSpawnsPerMinute")
 def test_pool_max_spawns_per_minute_refuses_the_next_start(tmp_path: Path) -> None:
     """One start a minute: after a restart, the next call cannot start the server and says why."""

@@ -31,10 +31,12 @@ pytestmark = [
         not Path("/proc").is_dir(), reason="the upstream and the daemon's fds are read from /proc"
     ),
 ]
-# Each round waits out the pool's 1 s back-off before the server starts again: 100 rounds take
-# about two minutes, so the default run kills it 25 times and ``tox -e fuzz`` 100 times.
-ROUNDS = 100 if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else 25
+ROUNDS = 100
 CALLERS = 3
+# Each round's next call starts the server again: after ``pool.backoff`` (1 s by default) and
+# within ``pool.maxSpawnsPerMinute`` (30 by default).  A short pause and a high limit keep 100
+# rounds to about a minute, the restarts' own cost.
+SETTINGS = {"MCPX_POOL_BACKOFF": "20ms", "MCPX_POOL_MAX_SPAWNS_PER_MINUTE": "1000"}
 
 
 def _fds(pid: int) -> int:
@@ -49,7 +51,7 @@ def _call_in_flight(daemon: DaemonProcess, answers: list[tuple[float, Any]]) -> 
 
 
 def test_an_upstream_killed_mid_call_answers_every_caller_in_time(tmp_path: Path) -> None:
-    daemon = DaemonProcess(tmp_path)
+    daemon = DaemonProcess(tmp_path, env=SETTINGS)
     shim_env = Daemon(tmp_path)
     shim_env.env.update(daemon.env)
     host = Host(shim_env, "2025-11-25", "fds", handshake=False)

@@ -132,6 +132,17 @@ def test_a_failed_start_refuses_its_waiters_with_the_reason() -> None:
         assert refused.error["code"] == INTERNAL_ERROR
     assert [a.call_id for a in actions[1:]] == [1, 2]
     assert pool.status(1.0)[0].last_error == "npx: command not found"
+    assert "Check its command or url" in actions[1].error["message"]
+
+
+def test_a_failed_start_whose_reason_says_what_to_do_is_not_told_to_check_the_command() -> None:
+    pool = make()
+    pool.acquire("files", None, 1, 0.0)
+    drain(pool)
+    pool.start_failed(1, "tokenEnv names API_TOKEN, which is not set: export API_TOKEN", 1.0, advised=True)
+    (_, refused) = drain(pool)
+    assert isinstance(refused, Refused) and "export API_TOKEN" in refused.error["message"]
+    assert "Check its command" not in refused.error["message"], refused.error
 
 
 # -- reaped when idle ----------------------------------------------------------------------
