@@ -339,6 +339,11 @@ class RoundTable:
         call_id = self._by_token.pop(token, None)
         return self._parked.pop(call_id, None) if call_id is not None else None
 
+    @property
+    def holds_calls(self) -> bool:
+        """Whether any call is parked (then the table has a timer)."""
+        return bool(self._parked)
+
     def get_timer(self) -> float | None:
         return min((p.expires for p in self._parked.values()), default=None)
 

@@ -294,14 +294,18 @@ RouterAction: TypeAlias = (
 # --------------------------------------------------------------------------
 
 
-def upstream_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
+def upstream_params(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """The host's params as they go upstream: without ``task`` and without the hop's ``_meta`` keys.
 
     ``progressToken`` and ``io.modelcontextprotocol/*`` are the host → mcpx
     hop's (the session states its own upstream), ``dev.mcpx/*`` are mcpx's;
     every other ``_meta`` key is the call's and is carried (spec/gateway.md §5).
+    When there is nothing to take out, the host's own params are returned:
+    read them, never change them (a client session copies what it sends).
     """
     params = params or {}
+    if "_meta" not in params and "task" not in params:
+        return params  # the usual call
     out = {k: v for k, v in params.items() if k not in ("_meta", "task")}
     meta = params.get("_meta")
     if meta is not None and isinstance(meta, Mapping):
@@ -315,8 +319,16 @@ def upstream_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
-def relayed(result: Mapping[str, Any]) -> dict[str, Any]:
-    """An upstream's result as the host gets it: its content verbatim, its envelope not (spec/gateway.md §1)."""
+def relayed(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An upstream's result as the host gets it: its content verbatim, its envelope not (spec/gateway.md §1).
+
+    A result with no envelope (a legacy upstream's) is returned itself.
+    """
+    meta = result.get("_meta")
+    if _ENVELOPE_KEYS.isdisjoint(result) and (
+        meta is None or (type(meta) is dict and _ENVELOPE_META not in meta)
+    ):
+        return result
     out = {k: v for k, v in result.items() if k not in _ENVELOPE_KEYS}
     meta = out.get("_meta")
     if meta is not None and isinstance(meta, Mapping) and _ENVELOPE_META in meta:
@@ -629,7 +641,7 @@ class Router:
             handle=handle,
             method=method,
             progress_token=progress_token,
-            declares_roots=type(roots) is dict or isinstance(roots, Mapping),
+            declares_roots=roots is not None and (type(roots) is dict or isinstance(roots, Mapping)),
             timeout=timeout,
             verbatim=verbatim,
             deadline=None if timeout is None else now + timeout,

@@ -542,7 +542,12 @@ class ServerSession:
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must next be called, or ``None``."""
-        if not self._asks and not self._promotions and self._state is not _CLOSING and not self._owns_rounds:
+        if (
+            not self._asks
+            and not self._promotions
+            and self._state is not _CLOSING
+            and not (self._owns_rounds and self._rounds is not None and self._rounds.holds_calls)
+        ):
             return None  # the usual answer, after every input: nothing timed
         times = [a.deadline for a in self._asks.values()]
         times.extend(self._promotions.values())

@@ -150,6 +150,7 @@ class _Runner:
         self.waiters = Waiters()
         self.watch: RequestWatch | None = None
         self.deferred: dict[int, Pending] = {}  # requests a Deferred answers later, by token
+        self.flush_due = False  # a flush is due at the end of the chunk being read (_settle)
         self.sink = PostingSink(self.post, self.core, self)  # every handler's Context reports through it
         self.connection = next(_connections)
 
@@ -334,6 +335,15 @@ class _Runner:
         apply_outcome(self.core, token, outcome)
         if self.watch is not None:
             self.request_ended(self.watch, pending.context.request_id)
+        if self.flush_due:
+            return
+        if _batch.many():  # a chunk of upstream answers settles many: drained once, at its end
+            self.flush_due = _batch.at_chunk_end(self._flush_due)
+        else:  # a lone answer (or none read): written now, the rest of the work after
+            self.flush()
+
+    def _flush_due(self) -> None:
+        self.flush_due = False
         self.flush()
 
     def _drop_deferred(self, token: int) -> None:

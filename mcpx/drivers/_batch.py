@@ -33,13 +33,14 @@ import asyncio
 import threading
 from collections.abc import Callable
 
-__all__ = ["at_chunk_end", "due", "reading"]
+__all__ = ["at_chunk_end", "due", "many", "reading"]
 
 
 class _State(threading.local):
     def __init__(self) -> None:
         self.depth = 0
         self.alone = False  # the outermost chunk is one message, nothing else in flight: see above
+        self.ends: list[Callable[[], None]] = []  # at_chunk_end's: run first, still inside the chunk
         self.due: list[Callable[[], None]] = []
 
 
@@ -62,6 +63,11 @@ class _Reading:
 
     def __exit__(self, *exc: object) -> None:
         state = _state
+        if state.depth == 1:
+            while state.ends:  # what is done once per chunk: its writes join the chunk's own
+                ends, state.ends = state.ends, []
+                for end in ends:
+                    end()
         state.depth -= 1
         if state.depth == 0:
             state.alone = False
@@ -88,14 +94,22 @@ def at_chunk_end(fn: Callable[[], None]) -> bool:
     """Run ``fn`` at the end of the chunk being read, on any loop; ``False`` (and nothing done) outside one.
 
     For work that only needs doing once per chunk however many inputs ask
-    for it (the pool's timer looked at again): the caller does it at once
-    when this says ``False``, and asks once until it has run.
+    for it (the pool's timer looked at again, a host connection's answers
+    drained): the caller does it at once when this says ``False``, and asks
+    once until it has run.  ``fn`` runs before the chunk's writes are made,
+    so what it makes due joins them.
     """
     state = _state
     if not state.depth:
         return False
-    state.due.append(fn)
+    state.ends.append(fn)
     return True
+
+
+def many() -> bool:
+    """Whether a chunk is being read that may hold more than one message (not ``alone``)."""
+    state = _state
+    return state.depth > 0 and not state.alone
 
 
 def due(write: Callable[[], None], *, stream: bool = False, busy: bool = False) -> None:

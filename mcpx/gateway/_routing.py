@@ -48,7 +48,7 @@ import functools
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -148,7 +148,7 @@ class _Routed:
     reword: Callable[[int, str], str] | None = None  # an upstream error's message for the host
     instance: int | None = None
     routed: bool = False  # the router holds it
-    asks: dict[int, anyio.CancelScope] = field(default_factory=dict)  # questions out to the host
+    asks: dict[int, anyio.CancelScope] | None = None  # questions out to the host (made at the first)
     follow: anyio.CancelScope | None = None  # an upstream task being followed, or a core task run
 
 
@@ -452,6 +452,7 @@ class Routes:
         elif isinstance(action, WithdrawAsk):
             rec = self._asks.pop(action.ask_id, None)
             if rec is not None:
+                assert rec.asks is not None  # it has this question out
                 rec.asks.pop(action.ask_id).cancel()
                 self.upstreams.question_pending(rec.call_id, False)
         elif isinstance(action, UpstreamNotification):
@@ -507,6 +508,8 @@ class Routes:
 
     def _ask(self, rec: _Routed, ask: AskHost) -> None:
         scope = anyio.CancelScope()
+        if rec.asks is None:
+            rec.asks = {}
         rec.asks[ask.ask_id] = scope
         self._asks[ask.ask_id] = rec
         self.upstreams.question_pending(rec.call_id, True)
@@ -525,6 +528,7 @@ class Routes:
         if self._asks.get(ask.ask_id) is not rec:
             return  # withdrawn, or its call ended, meanwhile
         del self._asks[ask.ask_id]
+        assert rec.asks is not None  # it has this question out
         del rec.asks[ask.ask_id]
         self.upstreams.question_pending(rec.call_id, False)
         now = time.monotonic()

@@ -61,6 +61,25 @@ def test_work_for_the_end_of_a_chunk_is_refused_outside_one() -> None:
     assert done == [2]
 
 
+def test_work_for_the_end_of_a_chunk_runs_before_its_writes_and_what_it_writes_joins_them() -> None:
+    """A host connection's answers, settled one by one from a chunk of upstream answers, drained once."""
+    order: list[str] = []
+
+    def drain() -> None:
+        order.append("drained")
+        _batch.due(lambda: order.append("answers written"))
+
+    assert not _batch.many()
+    with _batch.reading():
+        assert _batch.many()
+        _batch.due(lambda: order.append("upstream written"))
+        assert _batch.at_chunk_end(drain) is True
+        assert order == []
+    assert order == ["drained", "upstream written", "answers written"]
+    with _batch.reading(alone=True):
+        assert not _batch.many()  # one message: answered at once, not at the end
+
+
 def test_a_write_to_a_busy_peer_waits_for_the_loops_pass_and_gathers_what_other_reads_add() -> None:
     """Sixteen HTTP connections, each read in a callback of its own, send their calls upstream in one write."""
 
