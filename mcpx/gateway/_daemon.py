@@ -653,7 +653,8 @@ OPS: tuple[Op, ...] = (
         "events",
         "GET",
         "/v1/events",
-        "Server-Sent Events: upstream log messages, progress, list changes and resource updates.",
+        "Server-Sent Events: upstream log messages, progress, list changes, resource updates, and "
+        "upstream processes starting and stopping.",
         _events,
         sse=True,
     ),

@@ -3,7 +3,8 @@
 Seed §4.4: log messages and progress reach the host whose call caused them,
 and every one of them also goes to ``/v1/events``, where anyone watching the
 daemon (a person with ``curl``, a dashboard, a plugin) can read them.  List
-changes and resource updates are published there too.  Each event is one
+changes and resource updates are published there too, and so are the
+upstreams' processes starting and stopping.  Each event is one
 Server-Sent Event whose ``event:`` is its kind and whose ``data:`` is a JSON
 object naming the server:
 
@@ -11,6 +12,9 @@ object naming the server:
 ``progress``          ``{server, progress, total?, message?}``
 ``list.changed``      ``{server, kind}`` (tools, prompts or resources)
 ``resource.updated``  ``{server, uri}``
+``instance.started``  ``{server, instance}``: a process of the server is up and serves
+``instance.stopped``  ``{server, instance, reason}``: it has gone (stopped, crashed or failed to
+                      start), and the pool (``GET /v1/servers``) holds it no more
 
 Watchers are never waited for: each has a bounded queue, and one that falls
 behind loses its oldest events and is told how many (``events.dropped``).  A

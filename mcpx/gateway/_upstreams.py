@@ -107,6 +107,7 @@ class _Running:
         default_factory=anyio.CancelScope
     )  # cancelled by a Stop while starting
     reason: str = "the server stopped"
+    stopped_because: str | None = None  # the pool's reason, when the pool stopped it
 
 
 @dataclass
@@ -261,6 +262,7 @@ class Upstreams:
             elif isinstance(action, Stop):
                 stopped = self._running.pop(action.instance, None)
                 if stopped is not None:
+                    stopped.stopped_because = action.reason
                     stopped.stop.set()
                     if stopped.client is None:
                         stopped.starting.cancel()
@@ -656,13 +658,18 @@ class Upstreams:
             reason = f"server {server.name!r} failed: {type(exc).__name__}: {exc}"
         else:
             reason = running.reason
-        if running.stop.is_set():
-            return  # the pool stopped it: nothing to report
-        if running.client is not None:
+        if running.stop.is_set():  # the pool stopped it: nothing to report
+            reason = running.stopped_because or reason
+        elif running.client is not None:
             self.pool.crashed(instance, reason, time.monotonic())
+            self._perform()
         else:
             self.pool.start_failed(instance, reason, time.monotonic(), advised=advised)
-        self._perform()
+            self._perform()
+        # Its process has gone and the pool holds it no more (/v1/servers lists it no longer).
+        self.events.publish(
+            "instance.stopped", {"server": server.name, "instance": instance, "reason": reason}
+        )
 
     async def _serve_instance(self, instance: int, running: _Running, server: UpstreamServer) -> None:
         """Connect, tell the pool, and hold the connection until the pool stops it or the server goes."""
@@ -677,6 +684,7 @@ class Upstreams:
             self.clients_started += 1
             self.pool.started(instance, time.monotonic())
             self._perform()
+            self.events.publish("instance.started", {"server": server.name, "instance": instance})
             if self.on_catalog_stale is not None:  # a new process may offer something else
                 self.on_catalog_stale(server.name, instance, None)
             with anyio.move_on_after(self._own_timeout):

@@ -9,11 +9,13 @@ stderr can be a terminal (a pty), as a person running it would have.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,29 @@ from urllib.parse import urlsplit
 import orjson
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def watch_events(base_url: str) -> Iterator[Iterator[tuple[str, Any]]]:
+    """``GET /v1/events`` of the daemon at ``base_url``, open (its watcher registered): (kind, data) as they come."""
+    url = urlsplit(base_url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        conn.request("GET", "/v1/events")
+        stream = conn.getresponse()
+        assert stream.status == 200 and stream.readline() == b": mcpx events\n"  # registered
+
+        def events() -> Iterator[tuple[str, Any]]:
+            kind = ""
+            while line := stream.readline():
+                if line.startswith(b"event: "):
+                    kind = line[len(b"event: ") :].decode().strip()
+                elif line.startswith(b"data: "):
+                    yield kind, orjson.loads(line[len(b"data: ") :])
+
+        yield events()
+    finally:
+        conn.close()
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,15 +30,15 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     running.close()
 
 
-def events(response: http.client.HTTPResponse, wanted: int) -> list[tuple[str, Any]]:
-    """The first ``wanted`` events (kind, data) of a stream, comments skipped."""
+def events(response: http.client.HTTPResponse, wanted: int, *kinds: str) -> list[tuple[str, Any]]:
+    """The first ``wanted`` events (kind, data) of a stream, comments skipped; only ``kinds``, if given."""
     found: list[tuple[str, Any]] = []
     kind = ""
     while len(found) < wanted:
         line = response.readline().decode().rstrip("\n")
         if line.startswith("event: "):
             kind = line[len("event: ") :]
-        elif line.startswith("data: "):
+        elif line.startswith("data: ") and (not kinds or kind in kinds):
             found.append((kind, orjson.loads(line[len("data: ") :])))
     return found
 
@@ -54,7 +54,7 @@ def test_progress_and_log_messages_of_any_call_reach_a_watcher(daemon: Daemon) -
         "POST", "/v1/call", {"server": "demo", "tool": "count", "arguments": {"to": 2}}
     )
     assert status == 200 and answer["result"]["content"][0]["text"] == "counted to 2"
-    seen = events(stream, 4)
+    seen = events(stream, 4, "progress", "server.log")
     progress = [data for kind, data in seen if kind == "progress"]
     logs = [data for kind, data in seen if kind == "server.log"]
     assert progress == [
@@ -65,6 +65,31 @@ def test_progress_and_log_messages_of_any_call_reach_a_watcher(daemon: Daemon) -
         {"server": "demo", "level": "info", "data": "counted 1", "logger": "demo.count"},
         {"server": "demo", "level": "info", "data": "counted 2", "logger": "demo.count"},
     ]
+    watch.close()
+
+
+def test_an_upstreams_processes_starting_and_stopping_reach_a_watcher(daemon: Daemon) -> None:
+    """``/v1/restart`` stops the demo's instance, the next call starts another: both are told.
+
+    In either order: the old process may still be winding down when the new one is up.
+    """
+    call = {"server": "demo", "tool": "echo", "arguments": {"text": "x"}}
+    assert daemon.request("POST", "/v1/call", call)[0] == 200  # an instance runs
+    url = urlsplit(daemon.base)
+    watch = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    watch.request("GET", "/v1/events")
+    stream = watch.getresponse()
+    assert stream.readline() == b": mcpx events\n"
+    _, servers = daemon.request("GET", "/v1/servers")
+    (demo,) = [s for s in servers["servers"] if s["name"] == "demo"]
+    (running,) = [i["instance"] for i in demo["pool"]["instances"]]
+    assert daemon.request("POST", "/v1/restart", {"server": "demo"})[0] == 200
+    assert daemon.request("POST", "/v1/call", call)[0] == 200
+    told = dict(events(stream, 2, "instance.stopped", "instance.started"))
+    stopped, started = told["instance.stopped"], told["instance.started"]
+    assert stopped["server"] == "demo" and stopped["instance"] == running, stopped
+    assert "restart" in stopped["reason"], stopped
+    assert started["server"] == "demo" and started["instance"] != running, started
     watch.close()
 
 

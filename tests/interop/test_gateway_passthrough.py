@@ -32,6 +32,7 @@ from mcpx.client import Client, McpCallError, connect_http
 from mcpx.config import parse_config
 from mcpx.core import Revision
 from mcpx.core._client import ServerNotification
+from tests.interop._daemon_process import watch_events
 from tests.interop._daemon_thread import DaemonThread
 
 pytestmark = pytest.mark.timeout(120)
@@ -575,27 +576,9 @@ def test_a_long_call_of_a_legacy_host_is_resumed_with_last_event_id(tmp_path: Pa
         daemon.close()
 
 
-@contextlib.contextmanager
-def daemon_events(daemon: DaemonThread) -> Iterator[Iterator[tuple[str, Any]]]:
+def daemon_events(daemon: DaemonThread) -> contextlib.AbstractContextManager[Iterator[tuple[str, Any]]]:
     """``GET /v1/events``, open (its watcher registered): its events (kind, data) as they arrive."""
-    url = urlsplit(daemon.mcp)
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-    try:
-        conn.request("GET", "/v1/events")
-        stream = conn.getresponse()
-        assert stream.status == 200 and stream.readline() == b": mcpx events\n"  # registered
-
-        def events() -> Iterator[tuple[str, Any]]:
-            kind = ""
-            while line := stream.readline():
-                if line.startswith(b"event: "):
-                    kind = line[len(b"event: ") :].decode().strip()
-                elif line.startswith(b"data: "):
-                    yield kind, orjson.loads(line[len(b"data: ") :])
-
-        yield events()
-    finally:
-        conn.close()
+    return watch_events(daemon.mcp)
 
 
 def test_in_gateway_mode_an_upstream_list_change_refreshes_what_the_discovery_tools_see(
@@ -642,26 +625,35 @@ def test_a_legacy_hosts_connection_scoped_upstream_stops_when_its_session_ends(d
     """``scope = "connection"``: the session's DELETE ends its scope, and the instance it had goes."""
     base = daemon.mcp.rsplit("/", 1)[0]
 
-    def scopes() -> set[str]:
+    def instances() -> dict[str, int]:
+        """The pool's instances of the server, by the scope each serves."""
         url = urlsplit(base)
         conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
         conn.request("GET", "/v1/servers")
         (server,) = orjson.loads(conn.getresponse().read())["servers"]
-        return {str(i["scopeKey"]) for i in server["pool"]["instances"]}
+        return {str(i["scopeKey"]): int(i["instance"]) for i in server["pool"]["instances"]}
+
+    ours: dict[str, int] = {}
 
     async def main() -> None:
-        before = scopes()
+        before = instances()
         async with connect_http(daemon.mcp, offer=Revision.V2025_11_25) as client:
             await client.call_tool("test_simple_text")
-            ours = {key for key in scopes() - before if key.startswith("session:")}
+            ours.update(
+                {k: n for k, n in instances().items() if k not in before and k.startswith("session:")}
+            )
             assert len(ours) == 1
-        # The instance leaves the pool once its process is gone, which nothing a host can
-        # watch announces (no event names it): /v1/servers is asked again until it is gone.
-        with anyio.fail_after(10):
-            while ours & scopes():
-                await anyio.sleep(0.05)
 
-    anyio.run(main)
+    with watch_events(daemon.mcp) as events:
+        anyio.run(main)
+        (instance,) = ours.values()
+        # Its process has gone, and the pool holds it no more, once /v1/events says it stopped.
+        stopped = next(
+            data for kind, data in events if kind == "instance.stopped" and data["instance"] == instance
+        )
+    (scope,) = ours
+    assert stopped["reason"] == f"the connection it served ({scope}) closed", stopped
+    assert not set(ours) & set(instances())
 
 
 def test_a_legacy_upstreams_task_only_tool_runs_as_a_core_task_mcpx_asks_for(tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ import pytest
 
 from mcpx.gateway._state import daemon_info
 
+from ._daemon_process import watch_events
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(120)
 
@@ -220,13 +222,18 @@ def test_a_host_through_mcpx_serve_is_one_scope_in_both_eras(tmp_path: Path, era
         scopes = _pool_scopes(env)
         hosts = [key for key in scopes if key.startswith("host:")]
         assert len(hosts) == 2 and len(set(hosts)) == 2, scopes  # one instance per host, six calls made
-        assert first.close() == 0
-        # The daemon tells nobody when an instance stops (after it told the shim the host ended), and
-        # GET /v1/servers is the only view of its pool: looked at again until the instance is gone.
-        deadline = time.monotonic() + 10
-        while len([key for key in _pool_scopes(env) if key.startswith("host:")]) != 1:
-            assert time.monotonic() < deadline, "the first host's instance did not stop when it ended"
-            time.sleep(0.05)
+        instances = {int(i["instance"]) for i in _pool(env)["instances"]}
+        info = daemon_info(Path(env["MCPX_STATE"]))
+        assert info is not None
+        with watch_events(str(info["url"])) as events:
+            assert first.close() == 0
+            # Its process has gone, and the pool holds it no more, once /v1/events says it stopped.
+            stopped = next(
+                d for kind, d in events if kind == "instance.stopped" and d["instance"] in instances
+            )
+        gone = [key for key in hosts if stopped["reason"] == f"the connection it served ({key}) closed"]
+        left = [key for key in _pool_scopes(env) if key.startswith("host:")]
+        assert len(gone) == 1 and left == [key for key in hosts if key not in gone], (stopped, left)
         assert _text(second.call("echo", text="still")) == "still"
         assert second.close() == 0
     finally:
