@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,25 +72,37 @@ def load_config(
         home=home,
         found=text is not None,
     )
-    if text is not None and _holds_literal_secrets(config):
+    secrets = _literal_secrets(config) if text is not None else []
+    if secrets:
         with contextlib.suppress(OSError):
             mode = os.stat(location).st_mode
             if mode & 0o077:
+                named = ", ".join(secrets[:5]) + (f" and {len(secrets) - 5} more" if len(secrets) > 5 else "")
                 warning = (
-                    f"{location} holds secrets and is readable by other users (mode {mode & 0o777:o}); "
-                    f"run chmod 600 {location}, or move the secrets to environment variables (…Env)"
+                    f"{location} holds secrets ({named}) and is readable by other users (mode "
+                    f"{mode & 0o777:o}); run chmod 600 {location}, or move the secrets to environment "
+                    "variables (…Env)"
                 )
                 return _with_warning(config, warning)
     return config
 
 
-def _holds_literal_secrets(config: Config) -> bool:
-    for server in config.servers.values():
-        if server.env or server.headers:
-            return True
+# The words that make an env variable's or a header's name a secret's: API_KEY, GITHUB_TOKEN,
+# DB_PASSWORD, Authorization, X-Api-Key, Cookie ...  MEMORY_FILE_PATH or Accept are not.
+_SECRET_NAME = re.compile(
+    r"(?i)(token|secret|passw|pwd|api[-_]?key|private[-_]?key|access[-_]?key|credential|auth|cookie|session)"
+)
+
+
+def _literal_secrets(config: Config) -> list[str]:
+    """What the file itself holds that looks like a secret: ``server env NAME``, ``server header NAME``, auth."""
+    found: list[str] = []
+    for name, server in config.servers.items():
+        found += [f"{name} env {key}" for key, _ in server.env if _SECRET_NAME.search(key)]
+        found += [f"{name} header {key}" for key, _ in server.headers if _SECRET_NAME.search(key)]
         if server.auth is not None and "config" in server.auth.secret_from:
-            return True
-    return False
+            found.append(f"{name} auth")
+    return found
 
 
 def _with_warning(config: Config, warning: str) -> Config:

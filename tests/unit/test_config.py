@@ -427,6 +427,24 @@ def test_a_file_with_secrets_readable_by_others_is_warned_about(tmp_path: Path) 
     assert load_config(str(path), environ={"HOME": str(tmp_path)}).warnings == ()
 
 
+def test_only_entries_that_look_like_secrets_make_a_readable_file_warned_about(tmp_path: Path) -> None:
+    """``MEMORY_FILE_PATH`` or ``X-Client`` is no secret; ``GITHUB_TOKEN`` and ``Authorization`` are, and are named."""
+    path = tmp_path / "config.toml"
+    path.write_text(
+        "[servers.memory]\ncommand = 'npx'\nenv = { MEMORY_FILE_PATH = '/tmp/memory.json', DEBUG = '1' }\n"
+        "[servers.remote]\nurl = 'https://h'\nheaders = { X-Client = 'mcpx-tests' }\n"
+    )
+    path.chmod(0o644)
+    assert load_config(str(path), environ={"HOME": str(tmp_path)}).warnings == ()
+    path.write_text(
+        "[servers.memory]\ncommand = 'npx'\nenv = { MEMORY_FILE_PATH = '/tmp/m.json', GITHUB_TOKEN = 'ghp_x' }\n"
+        "[servers.remote]\nurl = 'https://h'\nheaders = { Authorization = 'Bearer x', X-Client = 'mcpx-tests' }\n"
+    )
+    (warning,) = load_config(str(path), environ={"HOME": str(tmp_path)}).warnings
+    assert "memory env GITHUB_TOKEN" in warning and "remote header Authorization" in warning, warning
+    assert "MEMORY_FILE_PATH" not in warning and "X-Client" not in warning and "chmod 600" in warning, warning
+
+
 @pytest.fixture(params=[0o022, 0o000, 0o277])
 def umask(request: pytest.FixtureRequest) -> Iterator[int]:
     old = os.umask(request.param)
