@@ -5,7 +5,7 @@ It needs the standard library, orjson and ``mcpx.config``, so a call through
 a running daemon costs an interpreter start and one request rather than
 the import of typer and every protocol machine (mcpx.core).  It reads::
 
-    mcpx call SERVER TOOL [--arg K=V]... [--json-args JSON] [--json]
+    mcpx call SERVER TOOL [--arg K=V | --arg K:=JSON]... [--json-args JSON] [--json]
                           [--timeout SECONDS] [--state DIR] [--daemon http://HOST:PORT]
 
 with the options anywhere, each as ``--name value`` or ``--name=value``.
@@ -50,20 +50,17 @@ __all__ = ["call", "call_arguments"]
 _VALUED = frozenset({"--arg", "--json-args", "--timeout", "--state", "--daemon"})
 
 
-def call_arguments(args: Sequence[str], json_arguments: str | None) -> dict[str, Any]:
-    """The tool's arguments from ``--arg k=v`` (each ``v`` as JSON when it parses) over ``--json-args``.
+def call_arguments(args: Sequence[str], json_arguments: str | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """The tool's arguments from ``--arg`` and ``--json-args``: (JSON values, texts to be typed).
 
-    ``ValueError`` with the message for the user when either is malformed.
+    ``--arg k=v`` gives the text ``v``, which whoever knows the tool's input
+    schema types (the daemon for ``/v1/call``'s ``args``:
+    mcpx/gateway/_arguments.py); ``--arg k:=JSON`` gives a JSON value, as
+    ``--json-args`` does, and a later ``--arg`` wins over an earlier one and
+    over ``--json-args``.  ``ValueError`` with the message for the user
+    when any of them is malformed.
     """
     arguments: dict[str, Any] = {}
-    for text in args:
-        key, sep, value = text.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--arg takes key=value, not {text!r}")
-        try:
-            arguments[key] = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            arguments[key] = value
     if json_arguments is not None:
         try:
             parsed = orjson.loads(json_arguments)
@@ -71,8 +68,24 @@ def call_arguments(args: Sequence[str], json_arguments: str | None) -> dict[str,
             raise ValueError(f"--json-args is not JSON: {exc}") from None
         if not isinstance(parsed, dict):
             raise ValueError("--json-args must be a JSON object")
-        arguments = {**parsed, **arguments}
-    return arguments
+        arguments.update(parsed)
+    texts: dict[str, str] = {}
+    for text in args:
+        key, sep, value = text.partition("=")
+        explicit = key.endswith(":")
+        key = key.removesuffix(":")
+        if not sep or not key:
+            raise ValueError(f"--arg takes key=value (or key:=JSON), not {text!r}")
+        if explicit:
+            try:
+                arguments[key] = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                raise ValueError(f"--arg {key}:= takes a JSON value, not {value!r}") from None
+            texts.pop(key, None)
+        else:
+            texts[key] = value
+            arguments.pop(key, None)
+    return arguments, texts
 
 
 @dataclass(slots=True)
@@ -156,7 +169,7 @@ def _call(args: Sequence[str]) -> int | None:
     if any(t.startswith(("http://", "https://")) for t in argv.targets):
         return None  # `mcpx call TOOL URL`: the direct form
     try:
-        arguments = call_arguments(argv.args, argv.values.get("--json-args"))
+        arguments, texts = call_arguments(argv.args, argv.values.get("--json-args"))
         timeout = float(argv.values["--timeout"]) if "--timeout" in argv.values else None
     except ValueError:
         return None
@@ -167,7 +180,7 @@ def _call(args: Sequence[str]) -> int | None:
         return None
 
     server, tool = argv.targets
-    body = call_body(server, tool, arguments, timeout)
+    body = call_body(server, tool, arguments, timeout, texts)
     try:
         if sys.stderr.isatty():  # a person is watching: show the upstream's progress there
             status, answer = daemon.call_showing_progress(body, f"{server}/{tool}")

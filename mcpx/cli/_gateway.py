@@ -280,6 +280,20 @@ def _call_answer(target: Target, body: dict[str, Any]) -> Any:
     call = {"server": names[0], "tool": names[1], "arguments": body["arguments"]}
 
     async def work(client: Client) -> Any:
+        texts = body.get("args")
+        if texts:  # typed here, by the schema mcpx_describe shows, as the daemon types /v1/call's args
+            from ..gateway._arguments import typed_arguments
+
+            described = await client.request(
+                "tools/call", {"name": "mcpx_describe", "arguments": {"server": names[0], "tool": names[1]}}
+            )
+            tool = (
+                (described.get("structuredContent") or {}).get("tool")
+                if not described.get("isError")
+                else None
+            )
+            schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+            call["arguments"] = {**call["arguments"], **typed_arguments(texts, schema)}
         result = await client.request(
             "tools/call", {"name": "mcpx_call", "arguments": call}, timeout=body.get("timeout")
         )
@@ -561,9 +575,13 @@ def call_through_daemon(
     timeout: float | None,
     as_json: bool,
     daemon: str | None = None,
+    texts: dict[str, str] | None = None,
 ) -> None:
-    """``mcpx call SERVER TOOL``: POST /v1/call (or mcpx_call over ssh://); exit 1 on isError or an upstream error."""
-    body = call_body(server, tool, arguments, timeout)
+    """``mcpx call SERVER TOOL``: POST /v1/call (or mcpx_call over ssh://); exit 1 on isError or an upstream error.
+
+    ``texts`` are ``--arg k=v``'s, typed by the tool's input schema where it is known.
+    """
+    body = call_body(server, tool, arguments, timeout, texts)
     target = _target(state, daemon)
     if sys.stderr.isatty():  # a person is watching: show the upstream's progress there
         answer = _call_showing_progress(target, body, f"{server}/{tool}")

@@ -169,7 +169,8 @@ def call(
         ),
     ],
     arg: Annotated[
-        list[str] | None, typer.Option("--arg", help="An argument, key=value (JSON values parse).")
+        list[str] | None,
+        typer.Option("--arg", help="An argument: key=value (typed by the tool's input schema) or key:=JSON."),
     ] = None,
     json_arguments: Annotated[
         str | None, typer.Option("--json-args", help="All arguments as one JSON object.")
@@ -221,7 +222,7 @@ def call(
     from ._fast import call_arguments
 
     try:
-        arguments = call_arguments(arg or [], json_arguments)
+        arguments, texts = call_arguments(arg or [], json_arguments)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
     direct = "--" in sys.argv[1:] or any(t.startswith(("http://", "https://")) for t in target[1:])
@@ -233,7 +234,14 @@ def call(
         from ._gateway import call_through_daemon
 
         call_through_daemon(
-            target[0], target[1], arguments, state=state, timeout=timeout, as_json=as_json, daemon=daemon
+            target[0],
+            target[1],
+            arguments,
+            state=state,
+            timeout=timeout,
+            as_json=as_json,
+            daemon=daemon,
+            texts=texts,
         )
         return
     tool, command = target[0], target[1:]
@@ -266,6 +274,11 @@ def call(
             connection = connect_stdio(command, modern=modern, offer=offer)
         async with connection as client:
             try:
+                if texts:  # typed by the tool's input schema, as the server lists it
+                    from ..gateway._arguments import input_schema_of, typed_arguments
+
+                    schema = input_schema_of(await client.list_tools(), tool)
+                    arguments.update(typed_arguments(texts, schema))
                 outcome["result"] = await client.call_tool(tool, arguments)
             except McpCallError as exc:
                 outcome["error"] = {"code": exc.code, "message": exc.message, "data": exc.data}

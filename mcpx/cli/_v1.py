@@ -112,9 +112,17 @@ def refusal(status: int, answer: Any) -> tuple[str, int] | None:
     return error.get("message") or f"the daemon answered HTTP {status}", 1 if status == 502 else 2
 
 
-def call_body(server: str, tool: str, arguments: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-    """``POST /v1/call``'s body for ``mcpx call SERVER TOOL``."""
+def call_body(
+    server: str,
+    tool: str,
+    arguments: dict[str, Any],
+    timeout: float | None,
+    texts: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """``POST /v1/call``'s body for ``mcpx call SERVER TOOL``; ``texts`` (``--arg k=v``) go as ``args``."""
     body: dict[str, Any] = {"server": server, "tool": tool, "arguments": arguments}
+    if texts:
+        body["args"] = texts
     if timeout is not None:
         body["timeout"] = timeout
     return body

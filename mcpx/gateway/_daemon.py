@@ -60,6 +60,7 @@ from ..core import REVISIONS, AppRequest, HttpConfig, Progress, Revision
 from ..core._pool import PoolConfig
 from ..drivers import new_round_table, serve_http
 from ..drivers._async import AppResponse
+from ._arguments import input_schema_of, typed_arguments
 from ._hosts import HostListener
 from ._server import GatewayServer
 from ._state import DAEMON_FILE, SERVE_SOCKET
@@ -346,6 +347,15 @@ async def _hostless(
     return await ops.upstreams.request(server, method, params, timeout=timeout, on_progress=on_progress)
 
 
+async def _input_schema(ops: Ops, server: str, tool: str) -> Mapping[str, Any] | None:
+    """``tool``'s input schema in ``server``'s catalog, or ``None`` when it cannot be read or has none."""
+    try:
+        found = await ops.upstreams.catalog(server)
+    except McpCallError:
+        return None  # the call itself will say what is wrong with the server
+    return input_schema_of(found.get("tools"), tool)
+
+
 async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
     server = ops._server(params.get("server"))
     tool = params.get("tool")
@@ -354,6 +364,15 @@ async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
     arguments = params.get("arguments", {})
     if not isinstance(arguments, dict):
         raise OpError(400, "bad-request", '"arguments" must be a JSON object')
+    texts = params.get("args")
+    if texts is not None and (
+        not isinstance(texts, dict) or not all(isinstance(v, str) for v in texts.values())
+    ):
+        raise OpError(
+            400,
+            "bad-request",
+            '"args" is an object of texts (mcpx call --arg k=v), each typed by the tool\'s input schema',
+        )
     timeout = params.get("timeout")
     if timeout is not None and (
         not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0
@@ -370,6 +389,9 @@ async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
             "bad-request",
             '"progress" is true (relay the upstream\'s progress as application/x-ndjson lines) or false',
         )
+
+    if texts:
+        arguments = {**arguments, **typed_arguments(texts, await _input_schema(ops, server, tool))}
 
     async def call(on_progress: Callable[[Progress], None] | None) -> Any:
         params = {"name": tool, "arguments": arguments}

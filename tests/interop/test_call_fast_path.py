@@ -89,9 +89,25 @@ def test_the_typer_entry_of_these_tests_is_the_typer_command(daemon: DaemonProce
     assert "mcpx.core" in ran.imported
 
 
+@pytest.mark.parametrize("entry", [FAST, TYPER], ids=["fast", "typer"])
+def test_an_argument_is_typed_by_the_tools_input_schema(
+    daemon: DaemonProcess, entry: tuple[str, ...]
+) -> None:
+    """``--arg text=42`` to echo's string parameter is the text "42"; add's numbers are numbers; ``:=`` is JSON."""
+    ran = mcpx(daemon, entry, "call", "demo", "echo", "--arg", "text=42", "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert orjson.loads(ran.stdout)["content"] == [{"type": "text", "text": "42"}]
+    ran = mcpx(daemon, entry, "call", "demo", "add", "--arg", "a=2", "--arg", "b=3.5", "--json")
+    assert ran.returncode == 0 and orjson.loads(ran.stdout)["content"][0]["text"] == "5.5", ran
+    ran = mcpx(daemon, entry, "call", "demo", "echo", "--arg", "text:=42", "--json")  # a number, as asked
+    assert ran.returncode == 1 and orjson.loads(ran.stdout)["isError"] is True, ran  # the tool refuses it
+
+
 # (name, argv after `call`, extra environment, whether the fast path answers it)
 CASES: list[tuple[str, list[str], dict[str, str], bool]] = [
     ("text", ["demo", "echo", "--arg", "text=hi"], {}, True),
+    ("text-like-a-number", ["demo", "echo", "--arg", "text=42"], {}, True),
+    ("explicit-json", ["demo", "add", "--arg", "a:=1", "--arg", "b:=2"], {}, True),
     ("json-and-equals", ["--json", "demo", "echo", "--arg=text=hé ✓"], {}, True),
     ("json-args-under-arg", ["--json-args", '{"a": 1, "b": 2}', "demo", "add", "--arg", "b=5"], {}, True),
     ("repeated-options", ["demo", "echo", "--arg", "text=a", "--arg", "text=b", "--timeout", "30"], {}, True),

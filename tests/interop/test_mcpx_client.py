@@ -133,6 +133,16 @@ def test_mcpx_call_prints_the_result_and_exits_by_it(spec: str) -> None:
         cwd=ROOT,
     )
     assert failing.returncode == 1 and orjson.loads(failing.stdout)["result"]["isError"] is True
+    # The direct form types --arg by the tool's schema too: echo's text is a string, "42" stays one.
+    typed = subprocess.run(
+        [*mcpx, "echo", "--arg", "text=42", "--mcp-spec", spec, "--", *demo],
+        check=False,
+        capture_output=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert typed.returncode == 0, typed.stderr
+    assert orjson.loads(typed.stdout)["result"]["content"] == [{"type": "text", "text": "42"}]
     unknown = subprocess.run(
         [*mcpx, "nope", "--", *demo], check=False, capture_output=True, timeout=60, cwd=ROOT
     )

@@ -19,6 +19,7 @@ from mcpx.cli._entry import FAST_PATHS
 from mcpx.cli._fast import _read, call_arguments
 from mcpx.config import SETTINGS, resolve_settings
 from mcpx.core import DEFAULT_MAX_LINE, REVISIONS
+from mcpx.gateway._arguments import input_schema_of, typed_arguments
 
 
 def imported_after(code: str) -> list[str]:
@@ -108,18 +109,66 @@ def test_anything_else_is_left_to_typer(argv: list[str]) -> None:
 
 
 def test_arguments_are_built_as_the_typer_command_builds_them() -> None:
-    assert call_arguments(["a=1", "b=x", 'c={"d": [true]}', "a=2"], None) == {
-        "a": 2,
-        "b": "x",
-        "c": {"d": [True]},
-    }
-    assert call_arguments(["b=5"], '{"a": 1, "b": 2}') == {"a": 1, "b": 5}
-    assert call_arguments(["t=a=b"], None) == {"t": "a=b"}
+    """``k=v`` is a text for the tool's schema to type, ``k:=JSON`` a value; the last of a key wins."""
+    assert call_arguments(["a=1", "b=x", 'c:={"d": [true]}', "a=2"], None) == (
+        {"c": {"d": [True]}},
+        {"a": "2", "b": "x"},
+    )
+    assert call_arguments(["b=5"], '{"a": 1, "b": 2}') == ({"a": 1}, {"b": "5"})
+    assert call_arguments(["b:=5", "a=x", "a:=null"], '{"b": 2}') == ({"b": 5, "a": None}, {})
+    assert call_arguments(["t=a=b"], None) == ({}, {"t": "a=b"})
     for bad, message in [
-        ((["text"], None), "--arg takes key=value, not 'text'"),
-        ((["=v"], None), "--arg takes key=value, not '=v'"),
+        ((["text"], None), "--arg takes key=value (or key:=JSON), not 'text'"),
+        ((["=v"], None), "--arg takes key=value (or key:=JSON), not '=v'"),
+        ((["n:=forty"], None), "--arg n:= takes a JSON value, not 'forty'"),
         (([], "[1]"), "--json-args must be a JSON object"),
         (([], "{"), "--json-args is not JSON"),
     ]:
-        with pytest.raises(ValueError, match="^" + message.replace("[", r"\[")):
+        with pytest.raises(
+            ValueError, match="^" + message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")
+        ):
             call_arguments(*bad)
+
+
+def test_texts_are_typed_by_the_tools_input_schema() -> None:
+    """``--arg message=42`` to a string parameter is ``"42"``; to an integer one, 42 (issue: typed by schema)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "message": {"type": "string"},
+            "count": {"type": "integer"},
+            "ratio": {"type": "number"},
+            "flag": {"type": "boolean"},
+            "tags": {"type": "array"},
+            "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "either": {"type": ["integer", "string"]},
+            "free": {},
+        },
+    }
+    texts = {
+        "message": "42",
+        "count": "7",
+        "ratio": "0.5",
+        "flag": "true",
+        "tags": '["a", 1]',
+        "maybe": "null",
+        "either": "abc",
+        "free": "[1]",
+        "unknown": "true",
+    }
+    assert typed_arguments(texts, schema) == {
+        "message": "42",
+        "count": 7,
+        "ratio": 0.5,
+        "flag": True,
+        "tags": ["a", 1],
+        "maybe": None,
+        "either": "abc",
+        "free": [1],
+        "unknown": True,
+    }
+    # What does not fit the schema stays text, for the server to say what it wanted.
+    assert typed_arguments({"count": "seven", "flag": "1"}, schema) == {"count": "seven", "flag": "1"}
+    assert typed_arguments({"x": "1", "y": "hi"}, None) == {"x": 1, "y": "hi"}  # no schema: JSON if it parses
+    tools = [{"name": "other"}, {"name": "echo", "inputSchema": schema}]
+    assert input_schema_of(tools, "echo") is schema and input_schema_of(tools, "nope") is None
