@@ -282,24 +282,28 @@ def _call_answer(target: Target, body: dict[str, Any]) -> Any:
     async def work(client: Client) -> Any:
         texts = body.get("args")
         if texts:  # typed here, by the schema mcpx_describe shows, as the daemon types /v1/call's args
-            from ..gateway._arguments import typed_arguments
-
-            described = await client.request(
-                "tools/call", {"name": "mcpx_describe", "arguments": {"server": names[0], "tool": names[1]}}
-            )
-            tool = (
-                (described.get("structuredContent") or {}).get("tool")
-                if not described.get("isError")
-                else None
-            )
-            schema = tool.get("inputSchema") if isinstance(tool, dict) else None
-            call["arguments"] = {**call["arguments"], **typed_arguments(texts, schema)}
+            call["arguments"] = {**call["arguments"], **await _typed_over_mcp(client, names, texts)}
         result = await client.request(
             "tools/call", {"name": "mcpx_call", "arguments": call}, timeout=body.get("timeout")
         )
         return {"server": names[0], "tool": names[1], "result": dict(result)}
 
     return _over_ssh(target, work)
+
+
+async def _typed_over_mcp(client: Client, names: tuple[str, str], texts: dict[str, str]) -> dict[str, Any]:
+    """``--arg k=v`` texts typed by the input schema the remote daemon's ``mcpx_describe`` shows."""
+    from ..gateway._arguments import needs_schema, typed_arguments
+
+    schema = None
+    if needs_schema(texts):
+        described = await client.request(
+            "tools/call", {"name": "mcpx_describe", "arguments": {"server": names[0], "tool": names[1]}}
+        )
+        structured = described.get("structuredContent") if not described.get("isError") else None
+        tool = structured.get("tool") if isinstance(structured, dict) else None
+        schema = tool.get("inputSchema") if isinstance(tool, dict) else None
+    return typed_arguments(texts, schema)
 
 
 def _no_mcp_counterpart(command: str, target: Target) -> None:

@@ -275,9 +275,9 @@ def call(
         async with connection as client:
             try:
                 if texts:  # typed by the tool's input schema, as the server lists it
-                    from ..gateway._arguments import input_schema_of, typed_arguments
+                    from ..gateway._arguments import input_schema_of, needs_schema, typed_arguments
 
-                    schema = input_schema_of(await client.list_tools(), tool)
+                    schema = input_schema_of(await client.list_tools(), tool) if needs_schema(texts) else None
                     arguments.update(typed_arguments(texts, schema))
                 outcome["result"] = await client.call_tool(tool, arguments)
             except McpCallError as exc:

@@ -10,8 +10,13 @@ part that touches the disk (spec/era-probe.md "The cache").
   with mode 0o600, flushes it to disk and renames it over the old one
   (``os.replace``), so a reader sees the old file or the new one, never half
   of either, and no other user can read it.  The state directory is created
-  0o700 when missing.  Two processes saving at once: the last rename wins,
-  and both files were whole.
+  0o700 when missing.
+* ``update_era_cache`` is how a result is recorded: it reads the file again,
+  applies the change and saves it, holding an exclusive lock on
+  ``<file>.lock`` throughout (``fcntl.flock``, where the platform has it),
+  so probes that end at once (a daemon starting eight servers) each add
+  their entry to what the others saved, rather than save the copy they read
+  before their probe and lose the rest.
 """
 
 from __future__ import annotations
@@ -19,11 +24,17 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..core._probe import EraCache
+from ..core._probe import EraCache, ProbeDone, ProbeFailed
 
-__all__ = ["era_cache_path", "load_era_cache", "save_era_cache"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks; the last save wins there
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["era_cache_path", "load_era_cache", "record_outcome", "save_era_cache", "update_era_cache"]
 
 
 def era_cache_path(state_dir: str | os.PathLike[str]) -> Path:
@@ -64,3 +75,41 @@ def save_era_cache(path: str | os.PathLike[str], cache: EraCache) -> None:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+
+
+def update_era_cache(path: str | os.PathLike[str], change: Callable[[EraCache], bool]) -> None:
+    """Read the file at ``path``, apply ``change`` and save it if ``change`` says it changed, under a lock.
+
+    Other processes' entries saved meanwhile are kept: each update starts
+    from the file as it is now, not from a copy read earlier.
+    """
+    target = Path(path)
+    with _locked(target):
+        cache = load_era_cache(target)
+        if change(cache):
+            save_era_cache(target, cache)
+
+
+@contextlib.contextmanager
+def _locked(target: Path) -> Iterator[None]:
+    """An exclusive lock on ``<target>.lock`` (created 0o600) while the block runs."""
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(f"{target}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held for a read and a write of a small file
+        yield
+    finally:
+        os.close(fd)  # closing lets go of the lock
+
+
+def record_outcome(
+    path: str | os.PathLike[str], key: str, outcome: ProbeDone | ProbeFailed, now: float
+) -> None:
+    """A probe's outcome into the file at ``path`` (``EraCache.record``), kept beside every other entry."""
+
+    def record(cache: EraCache) -> bool:
+        cache.record(key, outcome, now)
+        return True
+
+    update_era_cache(path, record)

@@ -32,7 +32,6 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -54,7 +53,7 @@ from ..core._probe import (
     TransportClosed,
 )
 from ..core._revisions import Revision
-from ._eracache import load_era_cache, save_era_cache
+from ._eracache import load_era_cache, record_outcome
 
 __all__ = ["probe_http"]
 
@@ -138,9 +137,8 @@ async def probe_http(
     send.close()
     receive.close()
     assert outcome is not None  # the loop ends only with one
-    if cache_path is not None:
-        cache.record(key, outcome, time.time())
-        save_era_cache(Path(cache_path), cache)
+    if cache_path is not None:  # into the file as it is now: what other probes saved meanwhile stays
+        record_outcome(cache_path, key, outcome, time.time())
     return outcome
 
 

@@ -14,7 +14,6 @@ import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,7 +31,7 @@ from ..core._probe import (
     SendMessage,
     TransportClosed,
 )
-from ._eracache import load_era_cache, save_era_cache
+from ._eracache import load_era_cache, record_outcome
 from ._process import open_server_process, stop_process
 
 _STDERR_KEPT = 16 * 1024
@@ -125,9 +124,8 @@ async def probe_stdio(
         outcome = dataclasses.replace(
             outcome, reason=f"{outcome.reason} Its stderr ended with: {_tail(stderr)}"
         )
-    if cache_path is not None:
-        cache.record(key, outcome, time.time())
-        save_era_cache(Path(cache_path), cache)
+    if cache_path is not None:  # into the file as it is now: what other probes saved meanwhile stays
+        record_outcome(cache_path, key, outcome, time.time())
     return outcome
 
 

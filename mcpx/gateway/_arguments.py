@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["input_schema_of", "typed_arguments"]
+__all__ = ["input_schema_of", "needs_schema", "typed_arguments"]
 
 _FITS: dict[str, Any] = {
     "string": lambda v: isinstance(v, str),
@@ -49,6 +49,21 @@ def input_schema_of(tools: Any, name: str) -> Mapping[str, Any] | None:
             schema = tool.get("inputSchema")
             return schema if isinstance(schema, Mapping) else None
     return None
+
+
+def needs_schema(texts: Mapping[str, str]) -> bool:
+    """Whether the schema could change what ``texts`` become: some text reads as JSON (``42``, ``true``).
+
+    A text that is no JSON is the text whatever the schema says, so a call
+    whose texts are all such (``text=hello``) need not look the schema up.
+    """
+    for text in texts.values():
+        try:
+            orjson.loads(text)
+        except orjson.JSONDecodeError:
+            continue
+        return True
+    return False
 
 
 def typed_arguments(texts: Mapping[str, str], schema: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from ..core import REVISIONS, AppRequest, HttpConfig, Progress, Revision
 from ..core._pool import PoolConfig
 from ..drivers import new_round_table, serve_http
 from ..drivers._async import AppResponse
-from ._arguments import input_schema_of, typed_arguments
+from ._arguments import input_schema_of, needs_schema, typed_arguments
 from ._hosts import HostListener
 from ._server import GatewayServer
 from ._state import DAEMON_FILE, SERVE_SOCKET
@@ -391,7 +391,8 @@ async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
         )
 
     if texts:
-        arguments = {**arguments, **typed_arguments(texts, await _input_schema(ops, server, tool))}
+        schema = await _input_schema(ops, server, tool) if needs_schema(texts) else None
+        arguments = {**arguments, **typed_arguments(texts, schema)}
 
     async def call(on_progress: Callable[[Progress], None] | None) -> Any:
         params = {"name": tool, "arguments": arguments}

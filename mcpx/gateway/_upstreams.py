@@ -56,7 +56,7 @@ from ..core._pool import (
 from ..core._revisions import TASKS_EXTENSION
 from ..core._upstream_auth import AuthConfigError
 from ..drivers import _batch
-from ..drivers._eracache import era_cache_path, load_era_cache, save_era_cache
+from ..drivers._eracache import era_cache_path, load_era_cache, update_era_cache
 from ..drivers._probe_http import probe_http
 from ..drivers._probe_stdio import probe_stdio
 from ..server import Context
@@ -859,6 +859,4 @@ class Upstreams:
         return outcome.era, outcome.revision
 
     def _forget_era(self, server: UpstreamServer) -> None:
-        cache = load_era_cache(self._cache_path)
-        if cache.invalidate(_era_key(server)):
-            save_era_cache(self._cache_path, cache)
+        update_era_cache(self._cache_path, lambda cache: cache.invalidate(_era_key(server)))

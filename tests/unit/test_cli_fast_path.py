@@ -19,7 +19,7 @@ from mcpx.cli._entry import FAST_PATHS
 from mcpx.cli._fast import _read, call_arguments
 from mcpx.config import SETTINGS, resolve_settings
 from mcpx.core import DEFAULT_MAX_LINE, REVISIONS
-from mcpx.gateway._arguments import input_schema_of, typed_arguments
+from mcpx.gateway._arguments import input_schema_of, needs_schema, typed_arguments
 
 
 def imported_after(code: str) -> list[str]:
@@ -170,5 +170,7 @@ def test_texts_are_typed_by_the_tools_input_schema() -> None:
     # What does not fit the schema stays text, for the server to say what it wanted.
     assert typed_arguments({"count": "seven", "flag": "1"}, schema) == {"count": "seven", "flag": "1"}
     assert typed_arguments({"x": "1", "y": "hi"}, None) == {"x": 1, "y": "hi"}  # no schema: JSON if it parses
+    # Only a text that reads as JSON can come out otherwise: only then is the schema looked up.
+    assert not needs_schema({"message": "hello", "path": "/tmp/x"}) and needs_schema({"a": "hi", "n": "42"})
     tools = [{"name": "other"}, {"name": "echo", "inputSchema": schema}]
     assert input_schema_of(tools, "echo") is schema and input_schema_of(tools, "nope") is None

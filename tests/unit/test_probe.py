@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,13 @@ from mcpx.core._probe import (
     transition_table,
 )
 from mcpx.core._revisions import Revision
-from mcpx.drivers._eracache import era_cache_path, load_era_cache, save_era_cache
+from mcpx.drivers._eracache import (
+    era_cache_path,
+    load_era_cache,
+    record_outcome,
+    save_era_cache,
+    update_era_cache,
+)
 
 R24, R25A, R25B, R25C, R26 = (
     Revision.V2024_11_05,
@@ -869,6 +876,35 @@ def test_the_cache_file_is_written_owner_only_and_read_back(state_dir: Path) -> 
     save_era_cache(path, cache)
     assert len(load_era_cache(path)) == 0
     assert sorted(os.listdir(state_dir)) == ["upstream-eras.json"]  # no temporary file left behind
+
+
+def test_a_probe_keeps_the_entries_others_saved_while_it_ran(state_dir: Path) -> None:
+    """Eight servers probed at once each add their entry: none saves the copy it read before its probe."""
+    path = era_cache_path(state_dir)
+    done = ProbeDone(era="legacy", revision=R25C)
+    before = load_era_cache(path)  # what a probe read when it started
+    record_outcome(path, EraCache.key({"command": "b"}), done, 1.0)  # another probe ended meanwhile
+    record_outcome(path, EraCache.key({"command": "a"}), done, 2.0)  # this one ends
+    assert len(before) == 0 and len(load_era_cache(path)) == 2
+
+    keys = [EraCache.key({"command": f"server-{n}"}) for n in range(8)]
+    start = threading.Barrier(len(keys))
+
+    def probe(key: str) -> None:
+        start.wait()
+        for round_ in range(20):
+            record_outcome(path, key, done, float(round_))
+
+    threads = [threading.Thread(target=probe, args=(key,)) for key in keys]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    kept = {key for key, _ in load_era_cache(path).items()}
+    assert set(keys) <= kept, sorted(set(keys) - kept)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    update_era_cache(path, lambda cache: cache.invalidate(keys[0]))  # forgetting one keeps the rest
+    assert {key for key, _ in load_era_cache(path).items()} == kept - {keys[0]}
 
 
 def test_a_corrupt_cache_file_reads_as_empty(state_dir: Path) -> None:
