@@ -788,7 +788,13 @@ class ServerSession:
         if rec is None:
             return
         code, data = downgrade_error(code, data, rec.revision)
-        self._reply(rec, ErrorResponse(id=rec.id, code=code, message=message, data=data).to_obj(), code)
+        # A legacy request the application answers was accepted, whatever the error: the HTTP
+        # binding answers it 200 (only a message the session cannot accept is a 4xx there).
+        # 2026-07-28's status follows the code, whoever answered (basic/transports).
+        status_code = code if rec.modern else None
+        self._reply(
+            rec, ErrorResponse(id=rec.id, code=code, message=message, data=data).to_obj(), status_code
+        )
 
     def discard(self, token: int) -> None:
         """Acknowledge that the handler of a cancelled request has stopped.

@@ -440,6 +440,34 @@ def test_status_follows_the_error_code_for_2026_07_28() -> None:
     assert removed.status == 404 and removed.json()["error"]["code"] == -32601
 
 
+def test_an_error_the_application_answers_a_legacy_request_with_is_a_200() -> None:
+    """The request was accepted: an error it is answered with (a gateway relaying its upstream's
+    ``-32600``) is a JSON-RPC answer, so 200; only a message the session cannot accept is a 4xx."""
+    h = Harness()
+    session = h.initialize()
+    headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    conn = h.open()
+    h.send(
+        conn, "POST", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}, headers
+    )
+    (action,) = h.handled[-1:]
+    h.http.respond_error(action.token, -32600, "Invalid Request: the upstream refused it")
+    h.pump()
+    answered = h.reply(conn)
+    assert answered.status == 200 and answered.json()["error"]["code"] == -32600, answered
+    _, refused = h.post({"jsonrpc": "2.0", "id": 2, "method": 7}, headers)  # no method name: not accepted
+    assert refused.status == 400 and refused.json()["error"]["code"] == -32600, refused
+    # 2026-07-28: the status follows the code, whoever answered.
+    conn = h.open()
+    modern = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "x"}
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "x", "_meta": MODERN}}
+    h.send(conn, "POST", call, modern)
+    (action,) = h.handled[-1:]
+    h.http.respond_error(action.token, -32600, "Invalid Request: the upstream refused it")
+    h.pump()
+    assert h.reply(conn).status == 400
+
+
 def test_no_session_is_minted_or_echoed_for_2026_07_28() -> None:
     h = Harness()
     _, reply = h.post(
