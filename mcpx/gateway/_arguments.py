@@ -40,6 +40,10 @@ _FITS: dict[str, Any] = {
 }
 
 
+def _never(value: Any) -> bool:  # a type JSON Schema does not define: nothing fits it
+    return False
+
+
 def input_schema_of(tools: Any, name: str) -> Mapping[str, Any] | None:
     """The ``inputSchema`` of tool ``name`` in a ``tools/list`` result's ``tools``, if it has one."""
     if not isinstance(tools, list):
@@ -99,6 +103,6 @@ def _typed(text: str, types: set[str]) -> Any:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
-    if not types or any(_FITS.get(t, lambda v: False)(value) for t in types):
+    if not types or any(_FITS.get(t, _never)(value) for t in types):
         return value
     return text

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
+from tests.interop._daemon_process import watch_events
 from tests.interop.test_daemon import Daemon
 
 pytestmark = pytest.mark.timeout(60)
@@ -75,22 +76,22 @@ def test_an_upstreams_processes_starting_and_stopping_reach_a_watcher(daemon: Da
     """
     call = {"server": "demo", "tool": "echo", "arguments": {"text": "x"}}
     assert daemon.request("POST", "/v1/call", call)[0] == 200  # an instance runs
-    url = urlsplit(daemon.base)
-    watch = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-    watch.request("GET", "/v1/events")
-    stream = watch.getresponse()
-    assert stream.readline() == b": mcpx events\n"
     _, servers = daemon.request("GET", "/v1/servers")
     (demo,) = [s for s in servers["servers"] if s["name"] == "demo"]
     (running,) = [i["instance"] for i in demo["pool"]["instances"]]
-    assert daemon.request("POST", "/v1/restart", {"server": "demo"})[0] == 200
-    assert daemon.request("POST", "/v1/call", call)[0] == 200
-    told = dict(events(stream, 2, "instance.stopped", "instance.started"))
+    told: dict[str, Any] = {}
+    with watch_events(daemon.base) as stream:
+        assert daemon.request("POST", "/v1/restart", {"server": "demo"})[0] == 200
+        assert daemon.request("POST", "/v1/call", call)[0] == 200
+        for kind, data in stream:
+            if kind in ("instance.stopped", "instance.started"):
+                told[kind] = data
+                if len(told) == 2:
+                    break
     stopped, started = told["instance.stopped"], told["instance.started"]
     assert stopped["server"] == "demo" and stopped["instance"] == running, stopped
     assert "restart" in stopped["reason"], stopped
     assert started["server"] == "demo" and started["instance"] != running, started
-    watch.close()
 
 
 def test_openapi_lists_the_event_stream(daemon: Daemon) -> None:
