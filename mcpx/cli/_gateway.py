@@ -325,6 +325,15 @@ def _show(value: Any, as_json: bool) -> bool:
     return False
 
 
+def _echo_collisions(collisions: Any) -> None:
+    """One line per name several passed-through servers offer: what each is offered as instead."""
+    for found in collisions:
+        offered = ", ".join(f"{o['server']}'s as {o['as']}" for o in found["offered"])
+        typer.echo(
+            f"collision: {found['kind']} {found['name']!r} of {', '.join(found['servers'])}: {offered}"
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add the gateway's commands to ``app``."""
 
@@ -417,6 +426,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(
                     f"{entry['name']:<16} {entry['status']:<12} {era:<10} {entry.get('tools', 0)} tools"
                 )
+            _echo_collisions(found.get("collisions", ()))
             return
         answer = _ask(target, "GET", "/v1/servers")
         if _show(answer, as_json):
@@ -425,6 +435,7 @@ def register(app: typer.Typer) -> None:
             pool = server.get("pool") or {}
             where = server.get("url") or " ".join([server.get("command", ""), *server.get("args", [])])
             typer.echo(f"{server['name']:<16} {pool.get('state', '?'):<12} {server['transport']:<6} {where}")
+        _echo_collisions(answer.get("collisions", ()))
 
     @app.command()
     def tools(

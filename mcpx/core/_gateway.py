@@ -43,17 +43,23 @@ came through the gateway (``mcpx_call``, a namespaced prompt, an
 bullet): the named upstreams' tools, prompts and resources are listed under
 their own names and URIs, verbatim (``execution.taskSupport`` included),
 ahead of the gateway's own entries; their results are carried verbatim,
-URIs untouched.  A tool or prompt name two of them offer makes the list —
-and a call of that name — fail with an error naming both, since the loser
-would be unreachable under the name the client was shown.  The upstream
-wins a collision with a gateway tool or namespaced prompt, which is then
-neither listed nor routed.  A tool or prompt name nobody lists goes to the
-first pass-through upstream, which says whether it exists.  A bare resource
-URI goes to the first upstream, in the order given, that lists it or has a
-template it falls under, else to the first.  A resource URI two of them list
-is listed once, for the one reads go to.  ``mcpx://`` URIs still reach every
-server (and mcpx's own), and servers not passed through keep their
-namespaced prompts and resources.
+URIs untouched.  A collision costs only the colliding name (issue 15
+finding 4): a tool or prompt name two or more of them offer is listed by
+none of them, and each one's entry is listed as ``<server>_<name>``
+instead, which routes to that server under its own name; the bare name is
+a ``-32602`` naming the aliases.  An alias never takes a name a
+pass-through server offers (nor a gateway tool's, nor a namespaced
+prompt's): it gets the first free ``_2``, ``_3``, … suffix.  A resource URI
+(or template) two of them list is listed bare for the first, where a bare
+read goes, and under its ``mcpx://`` form for each other.  Every collision
+is a ``Collision`` in ``collisions``, settled once when the surface is
+built.  The upstream wins a collision with a gateway tool or namespaced
+prompt, which is then neither listed nor routed.  A tool or prompt name
+nobody lists goes to the first pass-through upstream, which says whether it
+exists.  A bare resource URI goes to the first upstream, in the order
+given, that lists it or has a template it falls under, else to the first.
+``mcpx://`` URIs still reach every server (and mcpx's own), and servers not
+passed through keep their namespaced prompts and resources.
 
 Decisions recorded here
 -----------------------
@@ -123,13 +129,14 @@ from typing import Any, Final, Literal
 import orjson
 
 from ._drafts import builder
-from ._errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, LocalProtocolError
+from ._errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, LocalProtocolError
 from ._revisions import NEWEST, Revision
 
 __all__ = [
     "GATEWAY_TOOL_NAMES",
     "OWN_NAMESPACE",
     "Answer",
+    "Collision",
     "GatewayError",
     "GatewaySurface",
     "ListKind",
@@ -626,7 +633,8 @@ _TOOLS: Final[tuple[Mapping[str, Any], ...]] = (
         "description": (
             "List mcpx's upstream servers: each one's name, status, MCP era and revision, whether it is passed "
             "through under its own names, and how many tools, prompts, resources and resource templates it "
-            f"offers. {_JSON_TEXT_NOTE}"
+            "offers; and which names several passed-through servers offer, with the aliases each is offered "
+            f"under instead. {_JSON_TEXT_NOTE}"
         ),
         "inputSchema": {"type": "object", "properties": {}, "additionalProperties": False},
         "outputSchema": {
@@ -651,7 +659,33 @@ _TOOLS: Final[tuple[Mapping[str, Any], ...]] = (
                         },
                         "required": ["name", "status", "era", "revision", "passthrough", "tools"],
                     },
-                }
+                },
+                "collisions": {
+                    "type": "array",
+                    "description": (
+                        "Names or URIs several passed-through servers offer, and what each is offered as."
+                    ),
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "kind": {
+                                "type": "string",
+                                "enum": ["tool", "prompt", "resource", "resourceTemplate"],
+                            },
+                            "name": {"type": "string"},
+                            "servers": {"type": "array", "items": {"type": "string"}},
+                            "offered": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {"server": {"type": "string"}, "as": {"type": "string"}},
+                                    "required": ["server", "as"],
+                                },
+                            },
+                        },
+                        "required": ["kind", "name", "servers", "offered"],
+                    },
+                },
             },
             "required": ["servers"],
         },
@@ -910,27 +944,72 @@ class _Listing:
     fingerprint: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Conflict:
-    kind: Literal["tool", "prompt"]
+CollisionKind = Literal["tool", "prompt", "resource", "resourceTemplate"]
+_COLLISION_LIST: Final[Mapping[CollisionKind, ListKind]] = {
+    "tool": "tools",
+    "prompt": "prompts",
+    "resource": "resources",
+    "resourceTemplate": "resourceTemplates",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Collision:
+    """A name or URI that two or more pass-through servers offer, and what the host is shown for each.
+
+    ``kind`` says what collided; ``name`` is the tool or prompt name, or the
+    resource URI or URI template; ``servers`` are every server offering it,
+    in the order ``mcp.passthrough`` gives; ``offered`` is, for each of them
+    in that order, ``(server, what the host is shown for its entry)``: a
+    ``<server>_<name>`` alias for tools and prompts (a numeric suffix where
+    that is taken), the bare URI for the first server and an ``mcpx://`` form
+    for the others for resources and templates.
+    """
+
+    kind: CollisionKind
     name: str
     servers: tuple[str, ...]
+    offered: tuple[tuple[str, str], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``mcpx_servers``, ``/v1/servers`` and log messages report it."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "servers": list(self.servers),
+            "offered": [{"server": server, "as": shown} for server, shown in self.offered],
+        }
+
+    def describe(self) -> str:
+        """One sentence for a person: who offers what, and under which names it is offered instead."""
+        servers = ", ".join(repr(s) for s in self.servers[:-1]) + f" and {self.servers[-1]!r}"
+        shown = ", ".join(f"{server}'s as {as_!r}" for server, as_ in self.offered)
+        label = {"resourceTemplate": "resource template"}.get(self.kind, self.kind)
+        return f"the {label} {self.name!r} is offered by {servers}, all passed through: mcpx offers {shown}"
 
 
-def _conflict_error(conflicts: Sequence[_Conflict], method: str) -> GatewayError:
-    first = conflicts[0]
-    servers = ", ".join(repr(s) for s in first.servers[:-1]) + f" and {first.servers[-1]!r}"
-    both = "both" if len(first.servers) == 2 else "all"
-    more = f" (and {len(conflicts) - 1} more such names)" if len(conflicts) > 1 else ""
-    message = (
-        f"{method} failed: the {first.kind} {first.name!r} is offered by {servers}, which are {both} passed "
-        f"through{more}; pass only one of them through (mcp.passthrough) — the others stay reachable "
-        "with mcpx_call"
+def _free_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``base_2``, ``base_3``, … : the first that nothing listed is called (deterministic)."""
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"
+
+
+def _collision_error(collision: Collision, method: str) -> GatewayError:
+    """A call of a colliding bare name: which aliases to call instead (the bare name is listed by nobody)."""
+    aliases = " or ".join(repr(shown) for _, shown in collision.offered)
+    return GatewayError(
+        code=INVALID_PARAMS,
+        message=(
+            f"Unknown {collision.kind}: {method} of {collision.name!r} is ambiguous, because "
+            f"{collision.describe()}; call {aliases} ({_LIST_METHODS[_COLLISION_LIST[collision.kind]]} "
+            "lists them)"
+        ),
+        data={"name": collision.name, "collision": collision.to_json()},
     )
-    data = {
-        "conflicts": [{"kind": c.kind, "name": c.name, "servers": list(c.servers)} for c in conflicts],
-    }
-    return GatewayError(code=INTERNAL_ERROR, message=message, data=data)
 
 
 class GatewaySurface:
@@ -991,39 +1070,54 @@ class GatewaySurface:
         passed = [self._catalogs[name] for name in self._passthrough]
         gatewayed = [c for c in self._catalogs.values() if c.name not in self._passthrough]
 
-        # Tools: pass-through ones under their own names, then the gateway's not shadowed.
+        # Tools: pass-through ones under their own names (colliding ones under aliases), then the
+        # gateway's not shadowed.
         self._tool_owner: dict[str, str] = {}
-        tool_conflicts, pt_tools = self._merge_names(passed, "tool", lambda c: c.tools, self._tool_owner)
-        self._visible_gateway_tools = tuple(n for n in GATEWAY_TOOL_NAMES if n not in self._tool_owner)
-        self._conflicts: dict[tuple[str, str], _Conflict] = {("tool", c.name): c for c in tool_conflicts}
-        self._tools_error = _conflict_error(tool_conflicts, "tools/list") if tool_conflicts else None
+        self._tool_alias: dict[str, tuple[str, str]] = {}
+        tool_collisions, pt_tools = self._merge_names(
+            passed, "tool", lambda c: c.tools, self._tool_owner, self._tool_alias, set(GATEWAY_TOOL_NAMES)
+        )
+        self._colliding: dict[tuple[str, str], Collision] = {("tool", c.name): c for c in tool_collisions}
+        self._visible_gateway_tools = tuple(
+            n for n in GATEWAY_TOOL_NAMES if n not in self._tool_owner and ("tool", n) not in self._colliding
+        )
+        self._offered_tools = tuple(pt_tools)
         self._tools = self._listing(
-            [*pt_tools, *(_TOOLS_BY_NAME[n] for n in self._visible_gateway_tools)], "name"
+            [*(entry for _, _, entry in pt_tools), *(_TOOLS_BY_NAME[n] for n in self._visible_gateway_tools)],
+            "name",
         )
 
-        # Prompts: pass-through ones, then "<namespace>_<prompt>" for the rest, the upstream winning.
+        # Prompts: pass-through ones (colliding ones under aliases), then "<namespace>_<prompt>" for
+        # the rest, the upstream winning.
         self._prompt_owner: dict[str, str] = {}
-        prompt_conflicts, pt_prompts = self._merge_names(
-            passed, "prompt", lambda c: c.prompts, self._prompt_owner
+        self._prompt_alias: dict[str, tuple[str, str]] = {}
+        namespaced_names = {
+            f"{catalog.name}_{prompt['name']}"
+            for catalog in gatewayed
+            for prompt in _named_entries(catalog.prompts)
+        }
+        prompt_collisions, pt_prompts = self._merge_names(
+            passed, "prompt", lambda c: c.prompts, self._prompt_owner, self._prompt_alias, namespaced_names
         )
-        self._conflicts.update({("prompt", c.name): c for c in prompt_conflicts})
-        self._prompts_error = _conflict_error(prompt_conflicts, "prompts/list") if prompt_conflicts else None
+        self._colliding.update({("prompt", c.name): c for c in prompt_collisions})
         namespaced = [
             {**prompt, "name": f"{catalog.name}_{prompt['name']}"}
             for catalog in gatewayed
             for prompt in _named_entries(catalog.prompts)
             if f"{catalog.name}_{prompt['name']}" not in self._prompt_owner
+            and f"{catalog.name}_{prompt['name']}" not in self._prompt_alias
         ]
-        self._prompts = self._listing([*pt_prompts, *namespaced], "name")
+        self._prompts = self._listing([*(entry for _, _, entry in pt_prompts), *namespaced], "name")
 
-        # Resources and templates: pass-through ones as listed (a URI once), then mcpx:// forms.
-        pt_resources: dict[str, Mapping[str, Any]] = {}
-        pt_templates: dict[str, Mapping[str, Any]] = {}
-        for catalog in passed:
-            for resource in _named_entries(catalog.resources, "uri"):
-                pt_resources.setdefault(resource["uri"], resource)
-            for template in _named_entries(catalog.resource_templates, "uriTemplate"):
-                pt_templates.setdefault(template["uriTemplate"], template)
+        # Resources and templates: pass-through ones as listed; a URI (or template) several of them
+        # list is listed bare for the first, where bare reads go, and as mcpx:// for the others.
+        resource_collisions, pt_resources = self._merge_uris(passed, "resource")
+        template_collisions, pt_templates = self._merge_uris(passed, "resourceTemplate")
+        self._collisions = (*tool_collisions, *prompt_collisions, *resource_collisions, *template_collisions)
+        self._collisions_by_list: dict[ListKind, tuple[Collision, ...]] = {
+            kind: tuple(c for c in self._collisions if _COLLISION_LIST[c.kind] == kind)
+            for kind in _COLLISION_LIST.values()
+        }
         resources = [
             {**resource, "uri": mcpx_uri(catalog.name, resource["uri"])}
             for catalog in gatewayed
@@ -1042,8 +1136,8 @@ class GatewaySurface:
             c.name: tuple(t["uriTemplate"] for t in _named_entries(c.resource_templates, "uriTemplate"))
             for c in self._catalogs.values()
         }
-        self._resources = self._listing([*pt_resources.values(), *resources], "uri")
-        self._templates = self._listing([*pt_templates.values(), *templates], "uriTemplate")
+        self._resources = self._listing([*pt_resources, *resources], "uri")
+        self._templates = self._listing([*pt_templates, *templates], "uriTemplate")
 
     @staticmethod
     def _merge_names(
@@ -1051,18 +1145,89 @@ class GatewaySurface:
         kind: Literal["tool", "prompt"],
         entries: Callable[[UpstreamCatalog], Sequence[Mapping[str, Any]]],
         owner: dict[str, str],
-    ) -> tuple[list[_Conflict], list[Mapping[str, Any]]]:
+        aliases: dict[str, tuple[str, str]],
+        reserved: set[str],
+    ) -> tuple[list[Collision], list[tuple[str, str, Mapping[str, Any]]]]:
+        """Pass-through entries as listed, each ``(shown name, server, entry as shown)``, and the collisions.
+
+        A name one server offers is its own (``owner``); a name several offer is
+        listed by nobody, and each server's entry is offered as
+        ``<server>_<name>`` instead (``aliases``: alias → (server, its name)).
+        An alias never takes a name any pass-through server offers, nor one in
+        ``reserved``: it gets the first free ``_2``, ``_3``, … suffix.  Names are
+        settled in the order they first appear (``mcp.passthrough`` order), so
+        the same catalogs always give the same aliases.
+        """
         offered: dict[str, list[str]] = {}
-        merged: list[Mapping[str, Any]] = []
         for catalog in catalogs:
             for entry in _named_entries(entries(catalog)):
-                servers = offered.setdefault(entry["name"], [])
-                servers.append(catalog.name)
-                if len(servers) == 1:
+                offered.setdefault(entry["name"], []).append(catalog.name)
+        taken = set(offered) | reserved
+        alias_of: dict[tuple[str, str], str] = {}
+        collisions: list[Collision] = []
+        for name, servers in offered.items():
+            if len(servers) < 2:
+                continue
+            shown: list[tuple[str, str]] = []
+            for server in servers:
+                alias = _free_name(f"{server}_{name}", taken)
+                taken.add(alias)
+                alias_of[(server, name)] = alias
+                aliases[alias] = (server, name)
+                shown.append((server, alias))
+            collisions.append(Collision(kind=kind, name=name, servers=tuple(servers), offered=tuple(shown)))
+        merged: list[tuple[str, str, Mapping[str, Any]]] = []
+        for catalog in catalogs:
+            for entry in _named_entries(entries(catalog)):
+                shown_as = alias_of.get((catalog.name, entry["name"]))
+                if shown_as is None:
                     owner[entry["name"]] = catalog.name
-                    merged.append(entry)
-        conflicts = [_Conflict(kind, name, tuple(s)) for name, s in offered.items() if len(s) > 1]
-        return conflicts, merged
+                    merged.append((entry["name"], catalog.name, entry))
+                else:
+                    merged.append((shown_as, catalog.name, {**entry, "name": shown_as}))
+        return collisions, merged
+
+    @staticmethod
+    def _merge_uris(
+        catalogs: Sequence[UpstreamCatalog], kind: Literal["resource", "resourceTemplate"]
+    ) -> tuple[list[Collision], list[Mapping[str, Any]]]:
+        """Pass-through resources (or templates) as listed, and the URIs several servers list.
+
+        A URI is not a name the host picks: a result's resource link carries the
+        bare URI, and a bare read goes to the first server that lists it.  So
+        the first keeps it, and the others' entries are listed under their
+        ``mcpx://`` forms, which reach them.
+        """
+        key = "uri" if kind == "resource" else "uriTemplate"
+        spell = mcpx_uri if kind == "resource" else mcpx_uri_template
+
+        def listed(catalog: UpstreamCatalog) -> Iterable[Mapping[str, Any]]:
+            return _named_entries(
+                catalog.resources if kind == "resource" else catalog.resource_templates, key
+            )
+
+        listers: dict[str, list[str]] = {}
+        for catalog in catalogs:
+            for entry in listed(catalog):
+                listers.setdefault(entry[key], []).append(catalog.name)
+        merged: list[Mapping[str, Any]] = []
+        for catalog in catalogs:
+            for entry in listed(catalog):
+                first = listers[entry[key]][0]
+                merged.append(
+                    entry if first == catalog.name else {**entry, key: spell(catalog.name, entry[key])}
+                )
+        collisions = [
+            Collision(
+                kind=kind,
+                name=uri,
+                servers=tuple(servers),
+                offered=tuple((s, uri if i == 0 else spell(s, uri)) for i, s in enumerate(servers)),
+            )
+            for uri, servers in listers.items()
+            if len(servers) > 1
+        ]
+        return collisions, merged
 
     @staticmethod
     def _listing(items: list[Mapping[str, Any]], key: str) -> _Listing:
@@ -1081,6 +1246,30 @@ class GatewaySurface:
         return self._passthrough
 
     @property
+    def collisions(self) -> tuple[Collision, ...]:
+        """What several pass-through servers offer under one name or URI: tools, prompts, resources, templates.
+
+        Settled when the surface is built; each is listed under aliases (see
+        ``Collision``).  Report them (``mcpx_servers`` does, and the daemon
+        tells hosts that asked for log messages when it lists).
+        """
+        return self._collisions
+
+    def collisions_in(self, kind: ListKind) -> tuple[Collision, ...]:
+        """The collisions that list ``kind`` (``"tools"``, …) shows under aliases."""
+        return self._collisions_by_list[kind]
+
+    @property
+    def offered_tools(self) -> tuple[tuple[str, str, Mapping[str, Any]], ...]:
+        """Each pass-through tool as listed: ``(name the host is shown, server, the server's own entry)``.
+
+        The entry is as listed (an alias's under the alias, otherwise verbatim),
+        for what the driver reads of it before routing (``x-mcp-header``,
+        ``taskSupport``), keyed by the name the host calls.
+        """
+        return self._offered_tools
+
+    @property
     def tools_list_changed(self) -> bool:
         """Whether to declare ``tools.listChanged``: only when passing through (seed §2.2)."""
         return bool(self._passthrough)
@@ -1089,11 +1278,11 @@ class GatewaySurface:
 
     def list_tools(self, cursor: object = None) -> Page | GatewayError:
         """``tools/list``: pass-through tools, then the gateway's; ``params.cursor`` as given."""
-        return self._tools_error or self._page("tools", self._tools, cursor)
+        return self._page("tools", self._tools, cursor)
 
     def list_prompts(self, cursor: object = None) -> Page | GatewayError:
         """``prompts/list``: pass-through prompts, then ``<namespace>_<prompt>`` for the rest."""
-        return self._prompts_error or self._page("prompts", self._prompts, cursor)
+        return self._page("prompts", self._prompts, cursor)
 
     def list_resources(self, cursor: object = None) -> Page | GatewayError:
         """``resources/list``: pass-through resources as listed, then ``mcpx://`` ones for the rest."""
@@ -1122,9 +1311,6 @@ class GatewaySurface:
             return GatewayError(
                 code=INVALID_PARAMS, message="Invalid params: tools/call needs params.name, a string"
             )
-        conflict = self._conflicts.get(("tool", name))
-        if conflict is not None:
-            return _conflict_error([conflict], "tools/call")
         owner = self._tool_owner.get(name)
         if owner is not None:
             return _route(
@@ -1134,6 +1320,18 @@ class GatewaySurface:
                 rewrite_uris=False,
                 unlisted=None,
             )
+        alias = self._tool_alias.get(name)
+        if alias is not None:  # the server's own name goes upstream
+            return _route(
+                server=alias[0],
+                method="tools/call",
+                params={**_forwarded(params), "name": alias[1]},
+                rewrite_uris=False,
+                unlisted=None,
+            )
+        collision = self._colliding.get(("tool", name))
+        if collision is not None:
+            return _collision_error(collision, "tools/call")
         if name in self._visible_gateway_tools:
             return self._gateway_tool(name, params, revision)
         if self._passthrough:  # seed §2.5: names it does not list are forwarded
@@ -1171,7 +1369,12 @@ class GatewaySurface:
             return GatewayError(code=INVALID_PARAMS, message=f"Invalid params: {message}")
         if name == "mcpx_servers":
             return Answer(
-                result=_structured({"servers": [self._server_entry(c) for c in self._catalogs.values()]})
+                result=_structured(
+                    {
+                        "servers": [self._server_entry(c) for c in self._catalogs.values()],
+                        "collisions": [c.to_json() for c in self._collisions],
+                    }
+                )
             )
         unknown = self._unknown_server(arguments.get("server"), call=name == "mcpx_call")
         if unknown is not None:
@@ -1279,12 +1482,17 @@ class GatewaySurface:
             return GatewayError(
                 code=INVALID_PARAMS, message="Invalid params: prompts/get needs params.name, a string"
             )
-        conflict = self._conflicts.get(("prompt", name))
-        if conflict is not None:
-            return _conflict_error([conflict], "prompts/get")
         owner = self._prompt_owner.get(name)
         if owner is not None:
             return Route(server=owner, method="prompts/get", params=dict(params), rewrite_uris=False)
+        alias = self._prompt_alias.get(name)
+        if alias is not None:
+            return Route(
+                server=alias[0], method="prompts/get", params={**params, "name": alias[1]}, rewrite_uris=False
+            )
+        collision = self._colliding.get(("prompt", name))
+        if collision is not None:
+            return _collision_error(collision, "prompts/get")
         namespace, sep, prompt = name.partition("_")
         if sep and prompt and namespace in self._catalogs:
             return Route(

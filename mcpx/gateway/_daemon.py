@@ -194,11 +194,13 @@ class Ops:
         servers: Mapping[str, UpstreamServer],
         upstreams: Upstreams,
         tg: anyio.abc.TaskGroup,
+        gateway: GatewayServer | None = None,
     ) -> None:
         self.config = config
         self.servers = servers
         self.upstreams = upstreams
         self.tg = tg
+        self.gateway = gateway  # for what its surface reports (collisions)
         self.started = time.monotonic()  # /health's uptime
 
     async def handle(self, request: AppRequest) -> AppResponse:
@@ -294,12 +296,20 @@ async def _health(ops: Ops, params: Mapping[str, Any]) -> Any:
 
 
 async def _servers(ops: Ops, params: Mapping[str, Any]) -> Any:
+    """The configured servers with their pool state, and the collisions of the catalogs last read.
+
+    ``collisions`` are what several passed-through servers offer under one
+    name or URI, and what each is offered as instead (spec/gateway.md §2); it
+    reads no catalog, so before the first listing it is empty.
+    """
     pool = {s.server: s.to_json() for s in ops.upstreams.status()}
+    surface = ops.gateway.last_surface if ops.gateway is not None else None
     return {
         "servers": [
             {"name": name, **server.describe(), "pool": pool.get(name)}
             for name, server in ops.servers.items()
-        ]
+        ],
+        "collisions": [c.to_json() for c in surface.collisions] if surface is not None else [],
     }
 
 
@@ -796,7 +806,7 @@ def run_daemon(
         upstreams.attach(tg)
         tg.start_soon(gateway.warm)
         tg.start_soon(hosts.serve, tg)  # mcpx serve hands its host's stdio over here
-        return Ops(config, servers, upstreams, tg).handle
+        return Ops(config, servers, upstreams, tg, gateway).handle
 
     http = HttpConfig(
         bound_host=address,

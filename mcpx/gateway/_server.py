@@ -31,7 +31,7 @@ import itertools
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ from ..client import McpCallError
 from ..core import RequestContext, Revision
 from ..core._gateway import (
     Answer,
+    Collision,
     GatewayError,
     GatewaySurface,
     OwnResource,
@@ -344,6 +345,8 @@ class GatewayServer(Server):
         surface = self._current()
         if method in _LISTS:
             page: Page | GatewayError = getattr(surface, _LISTS[method])(params.get("cursor"))
+            if isinstance(page, Page) and params.get("cursor") is None:
+                _report_collisions(surface.collisions_in(page.kind), method, ctx)
             return _outcome(page.result() if isinstance(page, Page) else page)
         decided = self._decide(surface, method, params, revision)
         if isinstance(decided, Route):
@@ -443,7 +446,7 @@ class GatewayServer(Server):
         surface = GatewaySurface(
             list(catalogs.values()), cursor_key=self.cursor_key, passthrough=self.passthrough
         )
-        self._header_params, self._task_support = _tool_hints(catalogs[name] for name in self.passthrough)
+        self._header_params, self._task_support = _tool_hints(surface, catalogs)
         self._built = (self._generation, surface)
         return surface
 
@@ -589,6 +592,28 @@ _WARM_UP = "mcpx/warm-up"
 """The scope key of the start-up listing (no host connection is behind it)."""
 
 
+def _report_collisions(collisions: Sequence[Collision], method: str, ctx: Context) -> None:
+    """Tell the host listing ``method`` what in that list is offered under aliases, as a log message.
+
+    A ``warning`` of logger ``mcpx``, on the listing request: the session
+    sends it only to a host that asked for log messages at that level — a
+    legacy host by ``logging/setLevel`` (MCP 2025-11-25 server/utilities/
+    logging), a 2026-07-28 host by its request's log level — and drops it
+    otherwise.  Sent with the first page, so a host hears of it once per
+    listing.  ``mcpx_servers`` and ``/v1/servers`` report the same.
+    """
+    if not collisions:
+        return
+    ctx.log(
+        "warning",
+        {
+            "message": f"{method}: " + "; ".join(c.describe() for c in collisions),
+            "collisions": [c.to_json() for c in collisions],
+        },
+        logger="mcpx",
+    )
+
+
 def _as_catalog(name: str, found: Mapping[str, Any]) -> UpstreamCatalog:
     """``Upstreams.catalog``'s answer as the surface takes it."""
     return UpstreamCatalog(
@@ -616,8 +641,10 @@ def _changed_kinds(before: UpstreamCatalog, after: UpstreamCatalog) -> set[str]:
     return kinds
 
 
-def _tool_hints(catalogs: Iterable[UpstreamCatalog]) -> tuple[dict[str, Mapping[str, str]], dict[str, str]]:
-    """What the session needs of pass-through tools before routing, the first upstream listing a name owning it.
+def _tool_hints(
+    surface: GatewaySurface, catalogs: Mapping[str, UpstreamCatalog]
+) -> tuple[dict[str, Mapping[str, str]], dict[str, str]]:
+    """What the session needs of pass-through tools before routing, by the name the host calls (aliases too).
 
     ``({tool: {argument: x-mcp-header}}, {tool: execution.taskSupport})``.  A
     2026-07-28 upstream lists no ``execution`` (the extension lets the server
@@ -626,18 +653,14 @@ def _tool_hints(catalogs: Iterable[UpstreamCatalog]) -> tuple[dict[str, Mapping[
     """
     headers: dict[str, Mapping[str, str]] = {}
     support: dict[str, str] = {}
-    for catalog in catalogs:
-        for tool in catalog.tools:
-            name = tool.get("name") if isinstance(tool, Mapping) else None
-            if not isinstance(name, str) or name in headers:
-                continue
-            headers[name] = tool_header_params(tool) or {}
-            execution = tool.get("execution")
-            declared = execution.get("taskSupport") if isinstance(execution, Mapping) else None
-            if declared in ("forbidden", "optional", "required"):
-                support[name] = declared
-            else:  # 2026-07-28's Tool has no execution: the upstream decides per call, so may mcpx
-                support[name] = "optional" if catalog.revision == Revision.V2026_07_28 else "forbidden"
+    for name, server, tool in surface.offered_tools:
+        headers[name] = tool_header_params(tool) or {}
+        execution = tool.get("execution")
+        declared = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+        if declared in ("forbidden", "optional", "required"):
+            support[name] = declared
+        else:  # 2026-07-28's Tool has no execution: the upstream decides per call, so may mcpx
+            support[name] = "optional" if catalogs[server].revision == Revision.V2026_07_28 else "forbidden"
     return headers, support
 
 
@@ -652,7 +675,7 @@ def _completion_route(surface: GatewaySurface, params: Mapping[str, Any]) -> Rou
         decided = surface.get_prompt({"name": ref.get("name")})
         if isinstance(decided, GatewayError):
             return decided
-        server = decided.server
+        server, key, value = decided.server, "name", decided.name
     else:
         routed = surface.route_resource({"uri": ref.get("uri")})
         if not isinstance(routed, Route):
@@ -661,7 +684,9 @@ def _completion_route(surface: GatewaySurface, params: Mapping[str, Any]) -> Rou
                 if isinstance(routed, GatewayError)
                 else GatewayError(code=-32602, message="no completions here")
             )
-        server = routed.server
+        server, key, value = routed.server, "uri", routed.uri
+    if value != ref.get(key):  # an alias, or an mcpx:// form: the upstream is asked in its own words
+        params = {**params, "ref": {**ref, key: value}}
     return Route(server=server, method="completion/complete", params=dict(params), rewrite_uris=False)
 
 

@@ -19,7 +19,6 @@ import fastjsonschema
 import pytest
 
 from mcpx.core import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     RESOURCE_NOT_FOUND,
     REVISIONS,
@@ -428,26 +427,114 @@ def test_passthrough_carries_execution_task_support() -> None:
     assert tools[0] == {**_tool("slow", "A slow job"), "execution": {"taskSupport": "required"}}
 
 
-def test_two_passthrough_upstreams_offering_one_name_fail_naming_both() -> None:
+def test_a_tool_two_passthrough_upstreams_offer_costs_only_that_name() -> None:
     surface = _surface(passthrough=("demo", "tasks"))
-    error = _error(surface.list_tools())
-    assert error.code == INTERNAL_ERROR
-    assert "'echo'" in error.message and "'demo' and 'tasks'" in error.message
-    assert "mcp.passthrough" in error.message
-    assert error.data == {"conflicts": [{"kind": "tool", "name": "echo", "servers": ["demo", "tasks"]}]}
-    assert _error(surface.call_tool({"name": "echo"})).data == error.data
-    # Names only one of them offers still route.
+    # Every other tool is listed; the colliding echo is offered once per server, as <server>_echo,
+    # each in its server's place and otherwise verbatim.
+    tools = _page(surface.list_tools()).items
+    assert [t["name"] for t in tools] == [
+        "demo_echo",
+        "read_file",
+        "add",
+        "slow",
+        "tasks_echo",
+        *GATEWAY_TOOL_NAMES,
+    ]
+    assert tools[0] == {**DEMO.tools[0], "name": "demo_echo"}
+    assert tools[4] == {**TASKS.tools[1], "name": "tasks_echo"}
+    # Each alias reaches its own server under the server's own name, the host's params kept.
+    demo = _route(
+        surface.call_tool({"name": "demo_echo", "arguments": {"t": 1}, "task": {}, "_meta": {"m": 1}})
+    )
+    assert demo == Route(
+        server="demo",
+        method="tools/call",
+        params={"name": "echo", "arguments": {"t": 1}, "_meta": {"m": 1}},
+        rewrite_uris=False,
+    )
+    tasks = _route(surface.call_tool({"name": "tasks_echo", "arguments": {}}))
+    assert (tasks.server, tasks.name, tasks.params["arguments"]) == ("tasks", "echo", {})
     assert _route(surface.call_tool({"name": "slow"})).server == "tasks"
-    prompts = _error(surface.list_prompts())
-    assert "'greet'" in prompts.message and prompts.data["conflicts"][0]["kind"] == "prompt"
-    assert isinstance(surface.get_prompt({"name": "greet"}), GatewayError)
+    # The bare name is nobody's: a call of it says which aliases to call, and is sent nowhere.
+    bare = _error(surface.call_tool({"name": "echo"}))
+    assert bare.code == INVALID_PARAMS
+    assert "'demo_echo' or 'tasks_echo'" in bare.message and "tools/list" in bare.message
+    assert bare.data["collision"] == {
+        "kind": "tool",
+        "name": "echo",
+        "servers": ["demo", "tasks"],
+        "offered": [{"server": "demo", "as": "demo_echo"}, {"server": "tasks", "as": "tasks_echo"}],
+    }
+    # Reported: the surface's collisions, by list, and mcpx_servers.
+    assert [(c.kind, c.name) for c in surface.collisions_in("tools")] == [("tool", "echo")]
+    servers = _answer(surface.call_tool({"name": "mcpx_servers"}))["structuredContent"]
+    (listing,) = [t for t in gateway_tools() if t["name"] == "mcpx_servers"]
+    fastjsonschema.compile(listing["outputSchema"], use_default=False)(servers)  # what it declares
+    assert [(c["kind"], c["name"]) for c in servers["collisions"]] == [
+        ("tool", "echo"),
+        ("prompt", "greet"),
+        ("resource", "file:///tmp/readme.md"),
+    ]
+    # Each pass-through tool as the driver reads it before routing: under the name the host calls.
+    assert [(shown, server) for shown, server, _ in surface.offered_tools] == [
+        ("demo_echo", "demo"),
+        ("read_file", "demo"),
+        ("add", "demo"),
+        ("slow", "tasks"),
+        ("tasks_echo", "tasks"),
+    ]
+
+
+def test_a_prompt_two_passthrough_upstreams_offer_is_aliased_the_same_way() -> None:
+    surface = _surface(passthrough=("demo", "tasks"))
+    assert _names(surface.list_prompts()) == ["demo_greet", "tasks_greet", "plan"]
+    route = _route(surface.get_prompt({"name": "tasks_greet", "arguments": {"who": "x"}}))
+    assert route == Route(
+        server="tasks",
+        method="prompts/get",
+        params={"name": "greet", "arguments": {"who": "x"}},
+        rewrite_uris=False,
+    )
+    assert _route(surface.get_prompt({"name": "demo_greet"})).params["name"] == "greet"
     assert _route(surface.get_prompt({"name": "plan"})).server == "tasks"
+    bare = _error(surface.get_prompt({"name": "greet"}))
+    assert bare.code == INVALID_PARAMS and "'demo_greet' or 'tasks_greet'" in bare.message
+    assert [c.name for c in surface.collisions_in("prompts")] == ["greet"]
 
 
-def test_three_way_collisions_name_every_server() -> None:
-    catalogs = [UpstreamCatalog(name=n, tools=[_tool("same")]) for n in ("a", "b", "c")]
-    error = _error(_surface(*catalogs, passthrough=("a", "b", "c")).list_tools())
-    assert "'a', 'b' and 'c'" in error.message and "all passed through" in error.message
+def test_three_way_collisions_alias_every_server() -> None:
+    catalogs = [UpstreamCatalog(name=n, tools=[_tool("same"), _tool(f"only-{n}")]) for n in ("a", "b", "c")]
+    surface = _surface(*catalogs, passthrough=("a", "b", "c"))
+    assert _names(surface.list_tools())[:6] == ["a_same", "only-a", "b_same", "only-b", "c_same", "only-c"]
+    (collision,) = surface.collisions
+    assert collision.servers == ("a", "b", "c")
+    assert "'a', 'b' and 'c'" in collision.describe() and "c's as 'c_same'" in collision.describe()
+    assert [_route(surface.call_tool({"name": f"{n}_same"})).server for n in "abc"] == ["a", "b", "c"]
+
+
+def test_an_alias_never_shadows_a_real_name_it_takes_a_numeric_suffix() -> None:
+    # b offers a real "a_echo": a's alias must not take it, whatever the order.
+    a = UpstreamCatalog(name="a", tools=[_tool("echo", "a's echo")])
+    b = UpstreamCatalog(name="b", tools=[_tool("echo", "b's echo"), _tool("a_echo", "b's real a_echo")])
+    c = UpstreamCatalog(name="c", tools=[_tool("a_echo_2", "c's real a_echo_2")])
+    for order in [("a", "b", "c"), ("c", "b", "a")]:
+        surface = _surface(a, b, c, passthrough=order)
+        listed = {t["name"]: t["description"] for t in _page(surface.list_tools()).items}
+        assert listed["a_echo"] == "b's real a_echo"
+        assert listed["a_echo_2"] == "c's real a_echo_2"
+        assert listed["a_echo_3"] == "a's echo" and listed["b_echo"] == "b's echo"
+        assert "echo" not in listed
+        assert _route(surface.call_tool({"name": "a_echo"})).params["name"] == "a_echo"
+        assert _route(surface.call_tool({"name": "a_echo"})).server == "b"
+        alias = _route(surface.call_tool({"name": "a_echo_3"}))
+        assert (alias.server, alias.name) == ("a", "echo")
+        (collision,) = surface.collisions
+        assert dict(collision.offered) == {"a": "a_echo_3", "b": "b_echo"}
+    # The same catalogs always give the same aliases (built anew per catalog generation).
+    assert (
+        _surface(a, b, c, passthrough=("a", "b")).collisions
+        == _surface(a, b, c, passthrough=("a", "b")).collisions
+    )
 
 
 def test_the_upstream_wins_a_collision_with_a_gateway_tool() -> None:
@@ -469,10 +556,11 @@ def test_the_upstream_wins_a_collision_with_a_gateway_tool() -> None:
 
 def test_passthrough_forwards_names_it_does_not_list_to_the_first_upstream() -> None:
     surface = _surface(passthrough=("tasks", "demo"))
-    with_conflict = _surface(DEMO, passthrough=("demo",))
-    assert _route(with_conflict.call_tool({"name": "diagnostics"})).server == "demo"
-    assert _route(with_conflict.get_prompt({"name": "hidden"})).server == "demo"
-    assert isinstance(surface.list_tools(), GatewayError)  # echo is in both
+    only_demo = _surface(DEMO, passthrough=("demo",))
+    assert _route(only_demo.call_tool({"name": "diagnostics"})).server == "demo"
+    assert _route(only_demo.get_prompt({"name": "hidden"})).server == "demo"
+    assert _route(surface.call_tool({"name": "diagnostics"})).server == "tasks"  # the first given
+    assert _route(surface.get_prompt({"name": "hidden"})).server == "tasks"
 
 
 def test_passthrough_prompts_then_namespaced_prompts_upstream_winning() -> None:
@@ -492,9 +580,24 @@ def test_passthrough_prompts_then_namespaced_prompts_upstream_winning() -> None:
 def test_passthrough_resources_use_their_own_uris_then_mcpx_ones() -> None:
     surface = _surface(passthrough=("tasks", "demo"))
     uris = [r["uri"] for r in _page(surface.list_resources()).items]
-    # tasks first (the order given); readme listed once, by tasks, where reads go.
-    assert uris == ["mem://a", "file:///tmp/readme.md", "/abs/doc"]
+    # tasks first (the order given); readme, which both list, bare for tasks, where bare reads go,
+    # and as mcpx:// for demo, which that form reaches.
+    assert uris == [
+        "mem://a",
+        "file:///tmp/readme.md",
+        "mcpx://demo/file:%2F%2F%2Ftmp%2Freadme.md",
+        "/abs/doc",
+    ]
     assert _page(surface.list_resources()).items[1]["name"] == "dup"
+    assert _page(surface.list_resources()).items[2]["name"] == "readme"
+    assert _route(surface.route_resource({"uri": "file:///tmp/readme.md"})).server == "tasks"
+    demo = _route(surface.route_resource({"uri": "mcpx://demo/file:%2F%2F%2Ftmp%2Freadme.md"}))
+    assert (demo.server, demo.uri) == ("demo", "file:///tmp/readme.md")
+    (collision,) = surface.collisions_in("resources")
+    assert collision.offered == (
+        ("tasks", "file:///tmp/readme.md"),
+        ("demo", "mcpx://demo/file:%2F%2F%2Ftmp%2Freadme.md"),
+    )
     only_demo = _surface(passthrough=("demo",))
     assert [r["uri"] for r in _page(only_demo.list_resources()).items] == [
         "file:///tmp/readme.md",
@@ -506,6 +609,25 @@ def test_passthrough_resources_use_their_own_uris_then_mcpx_ones() -> None:
         "file:///logs/{day}",
         "mcpx://tasks/mem:%2f%2f{key}",
     ]
+
+
+def test_a_template_two_passthrough_upstreams_list_is_bare_for_the_first_and_mcpx_for_the_other() -> None:
+    other = UpstreamCatalog(name="other", resource_templates=[{"uriTemplate": "mem://{key}", "name": "mine"}])
+    surface = _surface(TASKS, other, passthrough=("tasks", "other"))
+    templates = _page(surface.list_resource_templates()).items
+    assert [(t["uriTemplate"], t["name"]) for t in templates] == [
+        ("mem://{key}", "mem"),
+        ("mcpx://other/mem:%2f%2f{key}", "mine"),
+    ]
+    assert _route(surface.route_resource({"uri": "mem://x"})).server == "tasks"
+    expanded = _route(surface.route_resource({"uri": "mcpx://other/mem:%2F%2Fx"}))
+    assert (expanded.server, expanded.uri) == ("other", "mem://x")
+    (collision,) = surface.collisions_in("resourceTemplates")
+    assert (collision.kind, collision.name, collision.servers) == (
+        "resourceTemplate",
+        "mem://{key}",
+        ("tasks", "other"),
+    )
 
 
 def test_bare_uris_go_to_the_first_upstream_that_lists_or_templates_them() -> None:
@@ -937,3 +1059,48 @@ def test_narrowed_capabilities_never_declare_what_the_host_did_not() -> None:
     assert narrowed_capabilities({"sampling": {}}, {"elicitation": {"form": {}}, "sampling": {}}) == {
         "sampling": {}
     }
+
+
+def test_a_completion_for_an_alias_or_an_mcpx_form_asks_the_upstream_in_its_own_words() -> None:
+    from mcpx.gateway._server import _completion_route
+
+    surface = _surface(passthrough=("demo", "tasks"))
+    argument = {"name": "who", "value": "a"}
+    prompt = _route(
+        _completion_route(
+            surface, {"ref": {"type": "ref/prompt", "name": "tasks_greet"}, "argument": argument}
+        )
+    )
+    assert (prompt.server, prompt.params) == (
+        "tasks",
+        {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": argument},
+    )
+    own = _route(_completion_route(surface, {"ref": {"type": "ref/prompt", "name": "plan"}}))
+    assert (own.server, own.params["ref"]["name"]) == ("tasks", "plan")
+    other = UpstreamCatalog(name="other", resource_templates=[{"uriTemplate": "mem://{key}", "name": "mine"}])
+    templated = _surface(TASKS, other, passthrough=("tasks", "other"))
+    ref = {"type": "ref/resource", "uri": "mcpx://other/mem:%2f%2f{key}"}
+    resource = _route(_completion_route(templated, {"ref": ref, "argument": argument}))
+    assert (resource.server, resource.params["ref"]) == (
+        "other",
+        {"type": "ref/resource", "uri": "mem://{key}"},
+    )
+    bare = _error(_completion_route(surface, {"ref": {"type": "ref/prompt", "name": "greet"}}))
+    assert "'demo_greet' or 'tasks_greet'" in bare.message
+
+
+def test_what_is_read_of_a_tool_before_routing_is_keyed_by_the_alias_the_host_calls() -> None:
+    """``x-mcp-header`` arguments and ``taskSupport`` (read before the call is routed) follow each alias."""
+    from mcpx.gateway._server import _tool_hints
+
+    header = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+    a = UpstreamCatalog(
+        name="a",
+        revision=Revision.V2025_11_25,
+        tools=[{"name": "run", "inputSchema": header, "execution": {"taskSupport": "required"}}],
+    )
+    b = UpstreamCatalog(name="b", revision=Revision.V2026_07_28, tools=[_tool("run")])
+    surface = _surface(a, b, passthrough=("a", "b"))
+    headers, support = _tool_hints(surface, {"a": a, "b": b})
+    assert headers == {"a_run": {"region": "Region"}, "b_run": {}}
+    assert support == {"a_run": "required", "b_run": "optional"}
