@@ -17,7 +17,7 @@ from typing import Any
 
 from mcpx.core import RequestContext
 from mcpx.drivers import serve_stdio
-from mcpx.server import Call, Outcome, Server
+from mcpx.server import Invocation, Server
 
 
 class NamedServer(Server):
@@ -26,7 +26,7 @@ class NamedServer(Server):
         self.named = name
         self.log = log
 
-    def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Outcome | Call:
+    def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Invocation:
         if method == "tools/list":
             with self.log.open("a") as out:
                 out.write(f"{self.named}\n")

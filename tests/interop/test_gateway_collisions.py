@@ -14,32 +14,24 @@ message a host that asked for logs receives (spec/gateway.md §2).
 
 from __future__ import annotations
 
-import http.client
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 import orjson
 import pytest
 
 from mcpx.client import McpCallError, connect_http
-from mcpx.config import parse_config
-from mcpx.core._actions import Send
-from mcpx.core._client import ClientSession, ServerNotification
-from tests.conformance.sweep import SWEEP
-from tests.interop._daemon_thread import DaemonThread
+from mcpx.core._client import ServerNotification
+from tests.interop._eight_servers import ROOT, SERVERS, EightServers, host_frames_swept
+
+__all__ = ["host_frames_swept"]  # the fixture, used by every test here
 
 pytestmark = pytest.mark.timeout(180)
 
-ROOT = Path(__file__).resolve().parents[2]
-SERVERS = ("alpha", "bravo", "charlie", "delta", "echo-srv", "foxtrot", "golf", "hotel")
-COLLIDING = ("alpha", "bravo")  # both offer "echo"
 GATEWAY_TOOLS = {"mcpx_call", "mcpx_servers", "mcpx_search", "mcpx_describe"}
 ECHO_COLLISION = {
     "kind": "tool",
@@ -49,93 +41,11 @@ ECHO_COLLISION = {
 }
 
 
-class EightServers(DaemonThread):
-    """A daemon passing the eight named servers through; ``listed()`` counts the ``tools/list`` each was sent."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.log = root / "tools-list.log"
-        self.log.touch()
-        command = orjson.dumps(sys.executable).decode()
-        log = orjson.dumps(str(self.log)).decode()
-        blocks = []
-        for name in SERVERS:
-            echo = ', "--echo"' if name in COLLIDING else ""
-            blocks.append(
-                f'[servers.{name}]\ncommand = {command}\nargs = ["-m", "tests.interop._named_server", '
-                f'"{name}", {log}{echo}]\n'
-            )
-        text = "\n".join(blocks) + f"\n[mcp]\npassthrough = {orjson.dumps(list(SERVERS)).decode()}\n\n"
-        text += "[transport]\nport = 0\n"
-        self.environ = {"MCPX_STATE": str(root / "state"), "HOME": str(root)}
-        super().__init__(parse_config(text, environ=self.environ, home=str(root)))
-
-    def listed(self) -> dict[str, int]:
-        counts = dict.fromkeys(SERVERS, 0)
-        for line in self.log.read_text().split():
-            counts[line] += 1
-        return counts
-
-    def get(self, path: str) -> Any:
-        url = urlsplit(self.mcp)
-        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
-        try:
-            conn.request("GET", path)
-            response = conn.getresponse()
-            assert response.status == 200
-            return orjson.loads(response.read())
-        finally:
-            conn.close()
-
-
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EightServers]:
     running = EightServers(tmp_path_factory.mktemp("collisions"))
     yield running
     running.close()
-
-
-@pytest.fixture(autouse=True)
-def host_frames_swept(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every frame a host session on the test's thread receives from the daemon goes through ``SWEEP``.
-
-    The method a response answers is the one of the request with that id,
-    remembered from ``next_actions`` (as tests/e2e/test_matrix.py does).
-    Sessions on the daemon's thread (its upstream clients) are left alone.
-    """
-    host_thread = threading.get_ident()
-    asked: dict[int, dict[Any, str]] = {}
-    violations: list[str] = []
-    next_actions = ClientSession.next_actions
-    receive_json = ClientSession.receive_json
-
-    def tracked(self: ClientSession) -> list[Any]:
-        actions = next_actions(self)
-        if threading.get_ident() == host_thread:
-            for action in actions:
-                if isinstance(action, Send):
-                    frame = orjson.loads(action.payload)
-                    if isinstance(frame, dict) and "method" in frame and "id" in frame:
-                        asked.setdefault(id(self), {})[frame["id"]] = frame["method"]
-        return actions
-
-    def swept(self: ClientSession, obj: Any) -> None:
-        if threading.get_ident() != host_thread or isinstance(obj, list):
-            receive_json(self, obj)
-            return
-        method = None
-        if isinstance(obj, dict) and "method" not in obj:
-            method = asked.setdefault(id(self), {}).pop(obj.get("id"), None)
-        receive_json(self, obj)  # first, so the answer to initialize has set the revision
-        try:
-            SWEEP.validate_sent(obj, str(self.revision or self._offer), method)
-        except AssertionError as exc:
-            violations.append(str(exc))
-
-    monkeypatch.setattr(ClientSession, "next_actions", tracked)
-    monkeypatch.setattr(ClientSession, "receive_json", swept)
-    yield violations
-    assert not violations, "\n".join(violations)
 
 
 def names(tools: list[Mapping[str, Any]]) -> list[str]:
@@ -175,7 +85,7 @@ def test_a_collision_costs_only_its_name_and_each_server_is_reached_by_its_alias
                 await host.call_tool("echo", {"text": "three"})
             assert bare.value.code == -32602
             assert "'alpha_echo' or 'bravo_echo'" in bare.value.message
-            assert bare.value.data["collision"] == ECHO_COLLISION
+            assert isinstance(bare.value.data, dict) and bare.value.data["collision"] == ECHO_COLLISION
 
     anyio.run(main)
 
