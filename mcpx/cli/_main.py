@@ -336,7 +336,9 @@ def probe(
     from ..drivers._probe_http import probe_http
     from ..drivers._probe_stdio import describe, probe_stdio
 
-    config = ProbeConfig(client_info={"name": "mcpx", "version": __version__}, timeout=timeout)
+    config = ProbeConfig(
+        client_info={"name": "mcpx", "version": __version__}, timeout=timeout, timeout_setting="--timeout"
+    )
     cache_path = era_cache_path(_state_dir(state))
     is_url = len(command) == 1 and command[0].startswith(("http://", "https://"))
 

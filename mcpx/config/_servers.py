@@ -8,7 +8,9 @@ Both spellings describe the same thing and parse to the same model:
   credentials in it) and ``headers`` (name = value);
 * either: ``auth`` (``mcpx.core._upstream_auth``), ``scope`` (``shared``, the
   default: one instance for everyone; ``connection``: one per host
-  connection; ``call``: one per call), ``type`` (``stdio``, ``http``,
+  connection; ``call``: one per call), ``startTimeout`` (a duration, as
+  ``pool.startTimeout`` takes it: how long this server may take to start,
+  the era probe included), ``type`` (``stdio``, ``http``,
   ``streamable-http``, ``sse``: what MCP hosts write; checked against
   ``command``/``url``, otherwise informational — which HTTP transport a URL
   speaks is the era probe's finding) and ``disabled`` (``true`` leaves the
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from ._settings import SERVER_NAME, SERVER_NAME_RULE, suggest
+from ._settings import SERVER_NAME, SERVER_NAME_RULE, format_duration, parse_duration, suggest
 
 if TYPE_CHECKING:
     from ..core._upstream_auth import Transport, UpstreamAuth
@@ -50,7 +52,19 @@ if TYPE_CHECKING:
 __all__ = ["RESERVED_NAMES", "PendingAuth", "Scope", "UpstreamServer", "check_server_name", "parse_server"]
 
 RESERVED_NAMES: Final = frozenset({"mcpx"})
-_KEYS: Final = ("command", "args", "env", "cwd", "url", "headers", "auth", "scope", "type", "disabled")
+_KEYS: Final = (
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "auth",
+    "scope",
+    "startTimeout",
+    "type",
+    "disabled",
+)
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPES: Final[Mapping[str, Transport]] = {
     "stdio": "stdio",
@@ -105,6 +119,8 @@ class UpstreamServer:
     auth_pending: PendingAuth | None = field(default=None, repr=False)
     """The ``auth`` block to resolve when the server starts, its variable unset when it was read."""
     scope: Scope = Scope.SHARED
+    start_timeout: float | None = None
+    """Seconds this server may take to start (``startTimeout``); ``None``: ``pool.startTimeout``."""
 
     @property
     def transport(self) -> Transport:
@@ -148,6 +164,8 @@ class UpstreamServer:
     def describe(self) -> dict[str, Any]:
         """JSON-ready and secret-free (variable and header names, never their values)."""
         out: dict[str, Any] = {"transport": self.transport, "scope": str(self.scope)}
+        if self.start_timeout is not None:
+            out["startTimeout"] = format_duration(self.start_timeout)
         if self.command is not None:
             out["command"] = self.command
             out["args"] = list(self.args)
@@ -244,6 +262,18 @@ def parse_server(
     except ValueError:
         scope = Scope.SHARED
         problems.append(f"{where}.scope {scope_raw!r} is not a scope; use {', '.join(Scope)}")
+    start_timeout: float | None = None
+    if entry.get("startTimeout") is not None:
+        raw = entry["startTimeout"]
+        try:
+            start_timeout = parse_duration(raw)
+        except ValueError:
+            start_timeout = 0.0
+        if start_timeout <= 0:
+            problems.append(
+                f"{where}.startTimeout {raw!r} is not a duration of more than 0s; use seconds (90) or "
+                "90s, 2m, 1h30m, 500ms"
+            )
 
     argv: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
@@ -293,6 +323,7 @@ def parse_server(
         auth=auth,
         auth_pending=pending,
         scope=scope,
+        start_timeout=start_timeout,
     )
 
 

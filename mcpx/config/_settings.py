@@ -464,6 +464,15 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         ),
     ),
     SettingDef(
+        key="pool.startTimeout",
+        kind=_duration(positive=True),
+        initial=60.0,
+        description=(
+            "How long a server may take to start: spawned (or connected), its era probed and its handshake "
+            "answered; a call waits as long for it. A server's own startTimeout overrides it."
+        ),
+    ),
+    SettingDef(
         key="pool.backoff",
         kind=_duration(positive=True),
         initial=1.0,

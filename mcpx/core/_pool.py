@@ -10,7 +10,8 @@ one scope key; ``calls_on`` is what question correlation counts), §3.5
 (``pool.callTimeout`` pauses while a question is pending; a caller may lower
 it, never raise it), §4.3 (the next call after a failed start retries) and
 §6 (progress does not extend the call timeout).  Settings:
-``pool.idleTimeout``, ``pool.callTimeout``, ``pool.maxSpawnsPerMinute``.
+``pool.idleTimeout``, ``pool.callTimeout``, ``pool.maxSpawnsPerMinute``,
+``pool.startTimeout`` (and a server's own ``startTimeout``).
 
 Rules
 =====
@@ -22,9 +23,10 @@ Rules
   or a key of its own for each 2026-07-28 request); a ``call`` server a fresh
   instance for each call, stopped when the call ends.
 * **Started on first use.**  Nothing runs until a call wants it.  Callers
-  wait while their instance starts, for at most ``start_timeout`` (or their
-  own requested timeout, if lower); an instance that has not started within
-  ``start_timeout`` is stopped and counts as a failed start.
+  wait while their instance starts, for at most the server's start timeout
+  (``start_timeouts[server]``, else ``start_timeout``; or their own requested
+  timeout, if lower); an instance that has not started within it is stopped
+  and counts as a failed start, whose reason names the setting to raise.
 * **Kept warm, reaped when idle.**  An instance with no call in flight is
   stopped ``idle_timeout`` seconds after its last call ended (or after it
   started, if nobody was left waiting).  ``idle_timeout == 0`` stops it as
@@ -161,16 +163,17 @@ class PoolConfig:
     ``pool.callTimeout`` and ``pool.maxSpawnsPerMinute`` (build with
     ``PoolConfig(idle_timeout=settings["pool.idleTimeout"].value, ...)``),
     ``backoff_base`` is ``pool.backoff`` (the daemon raises ``backoff_cap``
-    to it when it is longer), and ``spare`` is ``pool.spare``;
-    ``start_timeout`` has no setting yet.  ``max_spawns_per_minute`` applies
-    per server.
+    to it when it is longer), ``spare`` is ``pool.spare`` and
+    ``start_timeout`` is ``pool.startTimeout`` (a server's own
+    ``startTimeout`` is given to ``Pool`` beside it).
+    ``max_spawns_per_minute`` applies per server.
     """
 
     idle_timeout: float = 300.0
     call_timeout: float = 120.0
     max_spawns_per_minute: int = 30
     start_timeout: float = 60.0
-    """How long a caller waits for an instance to start, and how long a start may take."""
+    """How long a caller waits for an instance to start, and how long a start may take (era probe included)."""
     backoff_base: float = 1.0
     """The pause before the first retry after a crash or failed start; doubled for each further failure."""
     backoff_cap: float = 60.0
@@ -397,6 +400,8 @@ class _Server:
     failures: int = 0  # consecutive crashes / failed starts
     retry_at: float | None = None  # end of the backoff pause
     last_error: str | None = None
+    start_timeout: float = 60.0  # its own startTimeout, else pool.startTimeout
+    own_start_timeout: bool = False  # whether it is the server's own
 
 
 @dataclass(slots=True)
@@ -542,14 +547,38 @@ class Pool:
     them in order, then re-arm the timer from ``get_timer()``.
     """
 
-    def __init__(self, servers: Mapping[str, str], *, config: PoolConfig | None = None) -> None:
+    def __init__(
+        self,
+        servers: Mapping[str, str],
+        *,
+        config: PoolConfig | None = None,
+        start_timeouts: Mapping[str, float] | None = None,
+    ) -> None:
+        """``servers``: name -> scope.  ``start_timeouts``: a server's own start timeout (its ``startTimeout``).
+
+        A server not in ``start_timeouts`` has ``config.start_timeout``
+        (``pool.startTimeout``).
+        """
         self.config = config if config is not None else PoolConfig()
         self._servers: dict[str, _Server] = {}
+        own = dict(start_timeouts or {})
+        for name in own:
+            if name not in servers:
+                raise ValueError(f"start_timeouts names {name!r}, which is not a server")
         for name, scope in servers.items():
             if str(scope) not in SCOPES:
                 raise ValueError(f"server {name!r}: scope {scope!r} is not one of {', '.join(SCOPES)}")
+            start_timeout = own.get(name, self.config.start_timeout)
+            if not (
+                isinstance(start_timeout, int | float) and math.isfinite(start_timeout) and start_timeout > 0
+            ):
+                raise ValueError(f"server {name!r}: start timeout must be a positive number of seconds")
             self._servers[name] = _Server(
-                name=name, scope=str(scope), spawns=deque(maxlen=self.config.max_spawns_per_minute)
+                name=name,
+                scope=str(scope),
+                spawns=deque(maxlen=self.config.max_spawns_per_minute),
+                start_timeout=float(start_timeout),
+                own_start_timeout=name in own,
             )
         self._slots: dict[_SlotKey, _Slot] = {}
         self._instances: dict[int, _Instance] = {}
@@ -575,7 +604,7 @@ class Pool:
                 times.append(call.deadline)
         for inst in self._instances.values():
             if inst.state is _I.STARTING:
-                times.append(inst.spawned_at + self.config.start_timeout)
+                times.append(inst.spawned_at + self._servers[inst.server].start_timeout)
             elif inst.state is _I.IDLE:
                 times.append(inst.since + self.config.idle_timeout)
         for srv in self._servers.values():
@@ -768,6 +797,19 @@ class Pool:
         for slot in [s for s in self._slots.values() if s.server in names]:
             self._serve_waiters(slot, now)
 
+    # -- per server -----------------------------------------------------------
+
+    def start_timeout(self, server: str) -> float:
+        """How long an instance of ``server`` may take to start: its ``startTimeout``, else ``pool.startTimeout``."""
+        return self._servers[server].start_timeout
+
+    def start_timeout_setting(self, server: str) -> str:
+        """The setting that bounds ``server``'s start, for a message: what to raise when it is too slow."""
+        srv = self._servers[server]
+        if srv.own_start_timeout:
+            return f"the server's startTimeout (now {_seconds(srv.start_timeout)})"
+        return f"pool.startTimeout or the server's startTimeout (now {_seconds(srv.start_timeout)})"
+
     # -- inputs from the driver ---------------------------------------------------
 
     def started(self, instance: int, now: float) -> None:
@@ -796,8 +838,13 @@ class Pool:
             if call.state is _C.RUNNING and call.deadline is not None and call.deadline <= now:
                 self._time_out(call, now)
         for inst in list(self._instances.values()):
-            if inst.state is _I.STARTING and inst.spawned_at + self.config.start_timeout <= now:
-                reason = f"it did not finish starting within {_seconds(self.config.start_timeout)}"
+            srv = self._servers[inst.server]
+            if inst.state is _I.STARTING and inst.spawned_at + srv.start_timeout <= now:
+                reason = (
+                    f"it did not finish starting within {_seconds(srv.start_timeout)}. If it is only slow, "
+                    f"raise {self.start_timeout_setting(srv.name)}, or check its command or url (`mcpx servers`)"
+                )
+                inst.advice = ""  # the reason says what to do
                 self._transition(inst, _In.START_TIMEOUT, now, reason)
         for call in list(self._calls.values()):
             if call.state is _C.WAITING and call.wait_deadline <= now:
@@ -1101,6 +1148,7 @@ class Pool:
     ) -> _Call:
         """A call acquired at ``now``, waiting: its bounds are the configured ones, lowered by ``timeout``."""
         config = self.config
+        start_timeout = self._servers[server].start_timeout
         limit = None if timeout is None else float(timeout)
         call = _Call(
             id=call_id,
@@ -1108,7 +1156,7 @@ class Pool:
             slot=key,
             state=_C.WAITING,
             acquired_at=now,
-            wait_deadline=now + (config.start_timeout if limit is None else min(limit, config.start_timeout)),
+            wait_deadline=now + (start_timeout if limit is None else min(limit, start_timeout)),
             budget=config.call_timeout if limit is None else min(limit, config.call_timeout),
             requested=limit,
         )

@@ -202,13 +202,17 @@ class ProbeConfig:
     ``revisions`` is the preference order (newest first by default); the first
     modern revision is tried first and the first legacy one is offered to
     ``initialize``.  ``capabilities`` and ``client_info`` are in the newest
-    shape and cut to each revision before they are sent.
+    shape and cut to each revision before they are sent.  ``timeout`` bounds
+    each wait for an answer; ``timeout_setting`` names what sets it (the
+    daemon's ``pool.startTimeout``, ``mcpx probe --timeout``), so that a
+    failure says what to raise.
     """
 
     client_info: Mapping[str, Any]
     capabilities: Mapping[str, Any] = field(default_factory=dict)
     revisions: tuple[Revision, ...] = tuple(reversed(REVISIONS))
     timeout: float = 5.0
+    timeout_setting: str = "the probe's timeout"
     max_requests: int = 8
     max_restarts: int = 2
     max_body: int = 1 << 20
@@ -226,6 +230,8 @@ class ProbeConfig:
             raise ValueError("capabilities is a ClientCapabilities object")
         if not (math.isfinite(self.timeout) and self.timeout > 0):
             raise ValueError("timeout is a positive number of seconds")
+        if not isinstance(self.timeout_setting, str) or not self.timeout_setting:
+            raise ValueError("timeout_setting names what sets timeout, for messages")
         if self.max_requests < 1 or self.max_restarts < 0 or self.max_body < 1:
             raise ValueError("max_requests and max_body are at least 1, max_restarts at least 0")
 
@@ -1005,12 +1011,12 @@ class EraProbe:
                 return (
                     f"The server answered none of the probe's requests ({heard}). Check that the command "
                     "starts an MCP server that writes JSON-RPC on stdout (run it by hand and read its "
-                    f"stderr), or raise the probe timeout ({timeout})."
+                    f"stderr); if it is only slow to start, raise {self.config.timeout_setting}, now {timeout}."
                 )
             return (
                 f"The server at {self.path or 'the configured URL'} did not answer in time ({heard}). "
-                f"Check that it is up and that the URL names its MCP endpoint, or raise the probe timeout "
-                f"({timeout})."
+                f"Check that it is up and that the URL names its MCP endpoint; if it is only slow, raise "
+                f"{self.config.timeout_setting}, now {timeout}."
             )
         if verdict is _V.NO_SSE:
             return (

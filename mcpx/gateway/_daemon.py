@@ -756,6 +756,7 @@ def run_daemon(
     pool = PoolConfig(
         idle_timeout=settings.duration("pool.idleTimeout"),
         call_timeout=settings.duration("pool.callTimeout"),
+        start_timeout=settings.duration("pool.startTimeout"),
         max_spawns_per_minute=settings.integer("pool.maxSpawnsPerMinute"),
         backoff_base=backoff,
         backoff_cap=max(PoolConfig().backoff_cap, backoff),

@@ -189,7 +189,13 @@ class Upstreams:
         self._max_rounds = max_rounds
         self._max_line = max_line  # transport.maxLine: the longest line read from, or sent to, a stdio server
         self.events = events if events is not None else EventBus()  # /v1/events
-        self.pool = Pool({name: str(s.scope) for name, s in self.servers.items()}, config=pool)
+        self.pool = Pool(
+            {name: str(s.scope) for name, s in self.servers.items()},
+            config=pool,
+            start_timeouts={
+                n: s.start_timeout for n, s in self.servers.items() if s.start_timeout is not None
+            },
+        )
         self._tg: anyio.abc.TaskGroup | None = None
         self._cache_path = era_cache_path(state_dir)
         self._resolver = resolver
@@ -817,6 +823,7 @@ class Upstreams:
             "call_timeout": math.inf,
             "answer_modern_requests": self._answer_modern_requests,
             "max_rounds": self._max_rounds,
+            "start_timeout": self.pool.start_timeout(server.name),  # the handshake, after the probe
         }
         if server.url is None:
             offer = revision if era == "legacy" else None
@@ -846,7 +853,14 @@ class Upstreams:
             entry = load_era_cache(self._cache_path).get(_era_key(server))
             if entry is not None:
                 return entry.era, entry.revision
-        config = ProbeConfig(client_info=CLIENT_INFO, capabilities=self._capabilities)
+        # Each wait of the probe may take the whole start timeout (a slow server's first answer
+        # comes late); the pool bounds the start as a whole by the same time.
+        config = ProbeConfig(
+            client_info=CLIENT_INFO,
+            capabilities=self._capabilities,
+            timeout=self.pool.start_timeout(server.name),
+            timeout_setting=self.pool.start_timeout_setting(server.name),
+        )
         if server.url is None:
             outcome = await probe_stdio(
                 server.argv(), config, env=server.process_env(), cwd=server.cwd, cache_path=self._cache_path

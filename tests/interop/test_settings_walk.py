@@ -478,6 +478,40 @@ def test_pool_backoff_is_the_pause_before_a_failed_server_is_started_again(tmp_p
                 assert 0.15 <= took - start < 0.9, (took, start)
 
 
+def _slow(seconds: float, own: str | None = None) -> str:
+    """A server that takes ``seconds`` to start; ``own``: its own ``startTimeout``."""
+    config = f"""
+[servers.slow]
+command = {json.dumps(sys.executable)}
+args = ["-m", "tests.interop._startup_server", "--sleep", "{seconds}"]
+cwd = {json.dumps(str(ROOT))}
+"""
+    return config + (f'startTimeout = "{own}"\n' if own is not None else "")
+
+
+@proves("pool.startTimeout")
+def test_pool_start_timeout_bounds_a_slow_servers_start_and_names_itself(tmp_path: Path) -> None:
+    """``1s``: a server that needs 3 s to start fails, naming the setting; its own ``startTimeout`` lets it start.
+
+    The default (60 s) would wait for it. The failure is the pool's (the era probe waits as long for
+    each answer), and says what to raise and its value, not a timeout that does not exist.
+    """
+    call = {"server": "slow", "tool": "echo", "arguments": {"text": "up"}}
+    with running(tmp_path, "short", config=_slow(3), MCPX_POOL_START_TIMEOUT="1s") as daemon:
+        asked = time.monotonic()
+        status, _, body = daemon.http("POST", "/v1/call", call)
+        took = time.monotonic() - asked
+        error = json.loads(body)["error"]
+        assert status == 502 and error["code"] == "start-failed", (status, body)
+        assert "raise pool.startTimeout or the server's startTimeout (now 1s)" in error["message"], error
+        assert "probe timeout" not in error["message"], error
+        assert took < 2.9, took  # given up at 1 s, not when the server came up
+    with running(tmp_path, "own", config=_slow(3, own="20s"), MCPX_POOL_START_TIMEOUT="1s") as daemon:
+        status, _, body = daemon.http("POST", "/v1/call", call)
+        assert status == 200 and json.loads(body)["result"]["content"][0]["text"] == "up", (status, body)
+        assert daemon.servers()["slow"]["startTimeout"] == "20s"
+
+
 @proves("pool.maxSpawnsPerMinute")
 def test_pool_max_spawns_per_minute_refuses_the_next_start(tmp_path: Path) -> None:
     """One start a minute: after a restart, the next call cannot start the server and says why."""

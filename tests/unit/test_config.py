@@ -277,6 +277,19 @@ def test_refusals_name_the_key_the_value_and_what_is_allowed(text: str, fragment
         assert fragment in message
 
 
+def test_a_servers_start_timeout_is_a_duration_in_either_spelling_and_a_bad_one_is_refused() -> None:
+    toml = parse_config("[servers.a]\ncommand = 'npx'\nstartTimeout = '2m'\n", environ={})
+    host_json = parse_config(
+        '{"mcpServers": {"a": {"command": "npx", "startTimeout": 90}}}', format="json", environ={}
+    )
+    assert toml.servers["a"].start_timeout == 120.0 and host_json.servers["a"].start_timeout == 90.0
+    assert toml.servers["a"].describe()["startTimeout"] == "2m"
+    assert parse_config("[servers.a]\ncommand = 'npx'\n", environ={}).servers["a"].start_timeout is None
+    for bad in ("'soon'", "0", "'-5s'", "true"):
+        message = _problems(f"[servers.a]\ncommand = 'npx'\nstartTimeout = {bad}\n")
+        assert "servers.a.startTimeout" in message and "more than 0s" in message, message
+
+
 def test_an_unset_secret_is_a_warning_and_is_read_again_when_the_server_starts() -> None:
     text = "[servers.a]\nurl = 'https://h'\nauth = { type = 'bearer', tokenEnv = 'NOPE' }\n"
     config = parse_config(text, environ={})

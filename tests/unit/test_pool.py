@@ -109,12 +109,35 @@ def test_callers_wait_while_starting_but_not_forever() -> None:
     assert pool.get_timer() == 30.0
     pool.handle_timer(30.0)  # the instance itself never started: stopped, counted as a failure
     actions = drain(pool)
-    assert actions[0] == Stop(
-        instance=1, server="files", reason="start failed: it did not finish starting within 30s"
-    )
+    assert isinstance(actions[0], Stop) and actions[0].instance == 1
+    assert actions[0].reason.startswith("start failed: it did not finish starting within 30s")
     assert_names_server(actions[1].error, "files", "start-failed")
+    assert "raise pool.startTimeout or the server's startTimeout (now 30s)" in actions[1].error["message"]
+    assert "Check its command" not in actions[1].error["message"]  # said once, in the reason
     assert actions[1].call_id == 1 and actions[1].error["data"]["retryAfterSeconds"] == 1.0
     assert pool.status(30.0)[0].state is ServerState.BACKING_OFF
+
+
+def test_a_servers_own_start_timeout_bounds_its_start_and_its_callers_wait() -> None:
+    """``startTimeout`` of one server: its start and its callers' wait; the others keep ``pool.startTimeout``."""
+    pool = Pool(SERVERS, config=PoolConfig(start_timeout=30.0), start_timeouts={"files": 90.0})
+    assert pool.start_timeout("files") == 90.0 and pool.start_timeout("git") == 30.0
+    pool.acquire("files", None, 1, 0.0)
+    pool.acquire("git", "c1", 2, 0.0)
+    drain(pool)
+    pool.handle_timer(30.0)  # git's start is over; files' goes on
+    actions = drain(pool)
+    assert [a.server for a in only(actions, Stop)] == ["git"]
+    assert [a.call_id for a in only(actions, Refused)] == [2]
+    pool.handle_timer(89.9)
+    assert not only(drain(pool), Refused)  # files' caller still waits
+    pool.handle_timer(90.0)
+    (refused,) = only(drain(pool), Refused)
+    assert "raise the server's startTimeout (now 90s)" in refused.error["message"], refused.error
+    with pytest.raises(ValueError, match="not a server"):
+        Pool(SERVERS, start_timeouts={"nope": 1.0})
+    with pytest.raises(ValueError, match="positive"):
+        Pool(SERVERS, start_timeouts={"files": 0.0})
 
 
 def test_a_failed_start_refuses_its_waiters_with_the_reason() -> None:
