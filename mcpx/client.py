@@ -63,6 +63,7 @@ from .drivers import _batch
 from .drivers._http_transport import HttpTransport
 from .drivers._process import open_server_process, signal_group, stop_process
 from .drivers._sse_transport import SseTransport
+from .drivers._stderr import StderrLog
 from .drivers._stdio_streams import transport_write_nowait
 
 __all__ = [
@@ -204,6 +205,7 @@ class Client:
         self.ready_info: Ready | None = None
         self.init_error: Mapping[str, Any] | None = None  # the server's answer when initialize failed
         self.stderr = bytearray()  # the server's stderr, the last STDERR_KEPT bytes
+        self.stderr_log: StderrLog | None = None  # a spawned server's stderr as lines, and its exit code
         self.call_timeout = 120.0
         self.stderr_done = anyio.Event()  # the server's stderr ended (its last words are in)
         self._lock = anyio.Lock()
@@ -366,7 +368,9 @@ class Client:
 
     def _gone(self) -> str:
         tail = self.stderr.decode(errors="replace")[-1000:].strip()
-        return f"the server's last words: {tail}" if tail else "the server said nothing on stderr"
+        said = f"the server's last words: {tail}" if tail else "the server said nothing on stderr"
+        code = self.stderr_log.exit_code if self.stderr_log is not None else None
+        return f"it exited with code {code}; {said}" if code is not None else said
 
     async def list_all(self, method: str, key: str, params: Mapping[str, Any] | None = None) -> list[Any]:
         """Every page of a ``*/list`` method (``nextCursor`` followed to the end)."""
@@ -918,8 +922,13 @@ async def connect_stdio(
     shutdown_grace: float = 2.0,
     answer_modern_requests: bool = False,
     max_rounds: int = 8,
+    stderr_log: StderrLog | None = None,
 ) -> AsyncIterator[Client]:
     """Spawn ``argv`` (no shell) and talk MCP to it over its stdin and stdout.
+
+    Its stderr is read to the end, always, into ``client.stderr_log``
+    (``stderr_log`` when given: the pool keeps one per instance), which also
+    gets the exit code; a failed handshake says both.
 
     ``modern`` speaks 2026-07-28 (no handshake); otherwise ``initialize``
     offers ``offer`` (the newest legacy revision by default).
@@ -942,12 +951,19 @@ async def connect_stdio(
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
 
-    async def keep_stderr(client: Client) -> None:
+    log = stderr_log if stderr_log is not None else StderrLog()
+
+    async def keep_stderr(client: Client) -> None:  # drained, or a chatty server blocks on a full pipe
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             async for chunk in stderr:
                 client.stderr.extend(chunk)
                 del client.stderr[: max(0, len(client.stderr) - STDERR_KEPT)]
+                log.feed(chunk, time.time())
+        log.close(time.time())
         client.stderr_done.set()
+
+    async def keep_exit_code() -> None:
+        log.exit_code = await process.wait()
 
     async def write(data: bytes) -> None:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -964,7 +980,9 @@ async def connect_stdio(
             client._pipe_transport = _stdout_transport(process)
             client._lines = LineReader(max_line)  # linked before its reader task runs, it is pushed to
             client.call_timeout = call_timeout
+            client.stderr_log = log
             tg.start_soon(keep_stderr, client)
+            tg.start_soon(keep_exit_code)
             tg.start_soon(client._read, stdout, max_line)
             if not modern:
                 failure = await client._handshake(start_timeout, "the server", stderr=True)

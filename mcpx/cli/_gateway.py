@@ -463,6 +463,40 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"mcpx: {error['server']}: {error['message']}", err=True)
 
     @app.command()
+    def logs(
+        server: Annotated[str, typer.Argument(help="The server whose stderr to show.")],
+        lines: Annotated[
+            int, typer.Option("--lines", "-n", min=1, max=10_000, help="The last N lines of each instance.")
+        ] = 200,
+        state: StateOption = None,
+        as_json: JsonOption = False,
+        daemon: DaemonOption = None,
+    ) -> None:
+        """Show what SERVER's instances wrote on stderr lately (running ones and the last ended), oldest first.
+
+        Each instance's lines come under a header naming it and, once it has
+        ended, why and its exit code.  The daemon keeps the last 200 lines of
+        each instance (GET /v1/servers/NAME/log).
+        """
+        target = _target(state, daemon)
+        _no_mcp_counterpart("logs", target)
+        answer = _ask(target, "GET", f"/v1/servers/{quote(server, safe='')}/log?lines={lines}")
+        if as_json:
+            typer.echo(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode())
+            return
+        if not answer["instances"]:
+            typer.echo(f"mcpx: {server} has not been started since the daemon started", err=True)
+            return
+        for entry in answer["instances"]:
+            state_text = "running" if entry["running"] else f"ended: {entry['ended']}"
+            if entry["exitCode"] is not None:
+                state_text += f" (exit code {entry['exitCode']})"
+            dropped = f", {entry['dropped']} earlier lines not kept" if entry["dropped"] else ""
+            typer.echo(f"== {server} instance {entry['instance']}, {state_text}{dropped}")
+            for line in entry["lines"]:
+                typer.echo(line)
+
+    @app.command()
     def restart(
         server: Annotated[str | None, typer.Argument(help="Only this server.")] = None,
         state: StateOption = None,

@@ -805,10 +805,11 @@ class Pool:
 
     def start_timeout_setting(self, server: str) -> str:
         """The setting that bounds ``server``'s start, for a message: what to raise when it is too slow."""
-        srv = self._servers[server]
-        if srv.own_start_timeout:
-            return f"the server's startTimeout (now {_seconds(srv.start_timeout)})"
-        return f"pool.startTimeout or the server's startTimeout (now {_seconds(srv.start_timeout)})"
+        return (
+            "the server's startTimeout"
+            if self._servers[server].own_start_timeout
+            else ("pool.startTimeout or the server's startTimeout")
+        )
 
     # -- inputs from the driver ---------------------------------------------------
 
@@ -842,7 +843,8 @@ class Pool:
             if inst.state is _I.STARTING and inst.spawned_at + srv.start_timeout <= now:
                 reason = (
                     f"it did not finish starting within {_seconds(srv.start_timeout)}. If it is only slow, "
-                    f"raise {self.start_timeout_setting(srv.name)}, or check its command or url (`mcpx servers`)"
+                    f"raise {self.start_timeout_setting(srv.name)} (now {_seconds(srv.start_timeout)}), or check "
+                    "its command or url (`mcpx servers`)"
                 )
                 inst.advice = ""  # the reason says what to do
                 self._transition(inst, _In.START_TIMEOUT, now, reason)

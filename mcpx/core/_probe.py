@@ -1006,17 +1006,22 @@ class EraProbe:
                 f"The server does not answer as a modern (2026-07-28) server ({heard}), and mcpx is "
                 f"configured to speak only {speaks}. Allow a legacy revision to reach this server."
             )
-        if verdict is _V.NO_ANSWER or (verdict is _V.CLOSED and self.transport == "stdio"):
+        if verdict is _V.CLOSED and self.transport == "stdio":
+            return (
+                f"The server's process ended before it answered the probe's requests ({heard}). Read "
+                "what it wrote on stderr, or run its command by hand."
+            )
+        if verdict is _V.NO_ANSWER:
             if self.transport == "stdio":
                 return (
                     f"The server answered none of the probe's requests ({heard}). Check that the command "
                     "starts an MCP server that writes JSON-RPC on stdout (run it by hand and read its "
-                    f"stderr); if it is only slow to start, raise {self.config.timeout_setting}, now {timeout}."
+                    f"stderr); if it is only slow to start, raise {self.config.timeout_setting} (now {timeout})."
                 )
             return (
                 f"The server at {self.path or 'the configured URL'} did not answer in time ({heard}). "
                 f"Check that it is up and that the URL names its MCP endpoint; if it is only slow, raise "
-                f"{self.config.timeout_setting}, now {timeout}."
+                f"{self.config.timeout_setting} (now {timeout})."
             )
         if verdict is _V.NO_SSE:
             return (

@@ -33,8 +33,7 @@ from ..core._probe import (
 )
 from ._eracache import load_era_cache, record_outcome
 from ._process import open_server_process, stop_process
-
-_STDERR_KEPT = 16 * 1024
+from ._stderr import StderrLog
 
 __all__ = ["describe", "probe_stdio"]
 
@@ -46,18 +45,27 @@ async def probe_stdio(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     cache_path: str | os.PathLike[str] | None = None,
+    stderr_log: StderrLog | None = None,
 ) -> ProbeDone | ProbeFailed:
-    """Probe the server ``argv`` starts; the outcome (also written to the cache, if given)."""
+    """Probe the server ``argv`` starts; the outcome (also written to the cache, if given).
+
+    The server's stderr is read to its end, always (a chatty server would
+    block on a full pipe), into ``stderr_log`` when given (the pool's ring for
+    the instance being started) and a ring of the probe's own; a failure ends
+    with the process's exit code, when it exited by itself, and the last
+    lines it wrote there.
+    """
     key = EraCache.key({"command": argv[0], "args": list(argv[1:]), "env": dict(env or {}), "cwd": cwd})
     cache = load_era_cache(cache_path) if cache_path is not None else EraCache()
     probe = EraProbe(config, transport="stdio", cached=cache.get(key))
     full_env = {**os.environ, **env} if env is not None else None
     outcome: ProbeDone | ProbeFailed | None = None
-    stderr = bytearray()  # the last _STDERR_KEPT bytes the server wrote there, for a failure's reason
+    own = StderrLog(max_lines=20)  # the last process's stderr, for a failure's reason
+    exit_code: int | None = None  # the last process's, when it exited by itself
 
-    async def run_once(process: anyio.abc.Process) -> bool:
+    async def run_once(process: anyio.abc.Process, stderr: StderrLog) -> bool:
         """Drive the probe on ``process``; ``True`` when it asked for a fresh process."""
-        stderr.clear()  # a failure quotes the last process's words
+        nonlocal exit_code
         assert process.stdin is not None and process.stdout is not None
         send, receive = anyio.create_memory_object_stream[bytes | None](64)
 
@@ -73,8 +81,13 @@ async def probe_stdio(
                 return
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 async for chunk in process.stderr:
-                    stderr.extend(chunk)
-                    del stderr[: max(0, len(stderr) - _STDERR_KEPT)]
+                    now = time.time()
+                    stderr.feed(chunk, now)
+                    if stderr_log is not None:
+                        stderr_log.feed(chunk, now)
+            stderr.close(time.time())
+            if stderr_log is not None:
+                stderr_log.close(time.time())
 
         reader = LineReader(DEFAULT_MAX_LINE)
         async with anyio.create_task_group() as tg:
@@ -96,7 +109,9 @@ async def probe_stdio(
                         chunk = await receive.receive()
                     now = time.time()
                     if chunk is None:
-                        probe.receive(TransportClosed(reason="the server's stdout ended"), now)
+                        with anyio.move_on_after(1.0):  # its stdout ended: it is exiting, usually
+                            exit_code = await process.wait()
+                        probe.receive(TransportClosed(reason="the server's stdout ended"), time.time())
                     elif chunk:
                         for event in reader.feed(chunk):
                             if isinstance(event, Line):
@@ -110,8 +125,9 @@ async def probe_stdio(
     probe.start(time.time())
     while outcome is None:
         process = await open_server_process(argv, env=full_env, cwd=cwd)
+        own, exit_code = StderrLog(max_lines=20), None  # a failure quotes the last process's words
         try:
-            again = await run_once(process)
+            again = await run_once(process, own)
         finally:
             with anyio.CancelScope(shield=True):
                 await stop_process(process)
@@ -120,20 +136,17 @@ async def probe_stdio(
         if outcome is None and not again:
             break
     assert outcome is not None
-    if isinstance(outcome, ProbeFailed) and stderr.strip():
-        outcome = dataclasses.replace(
-            outcome, reason=f"{outcome.reason} Its stderr ended with: {_tail(stderr)}"
-        )
+    if isinstance(outcome, ProbeFailed):
+        said = [f"It exited with code {exit_code}."] if exit_code is not None else []
+        if own.tail():
+            said.append(f"Its stderr ended with: {own.tail()!r}")
+        if stderr_log is not None and exit_code is not None:
+            stderr_log.exit_code = exit_code
+        if said:
+            outcome = dataclasses.replace(outcome, reason=" ".join([outcome.reason, *said]))
     if cache_path is not None:  # into the file as it is now: what other probes saved meanwhile stays
         record_outcome(cache_path, key, outcome, time.time())
     return outcome
-
-
-def _tail(stderr: bytes | bytearray, lines: int = 5, chars: int = 600) -> str:
-    """The last few lines of a server's stderr, quoted on one line."""
-    text = stderr.decode(errors="replace").strip().splitlines()[-lines:]
-    joined = " | ".join(line.strip() for line in text if line.strip())
-    return repr(joined[-chars:])
 
 
 def describe(outcome: ProbeDone | ProbeFailed) -> dict[str, Any]:

@@ -103,6 +103,20 @@ class Op:
     sse: bool = False  # answers text/event-stream, for as long as the client reads
 
 
+def _path_name(template: str, path: str) -> str | None:
+    """The ``{name}`` in ``path`` when it matches ``template`` (``/v1/servers/{name}/log``), else ``None``."""
+    head, brace, tail = template.partition("{name}")
+    if (
+        not brace
+        or not path.startswith(head)
+        or not path.endswith(tail)
+        or len(path) <= len(head) + len(tail)
+    ):
+        return None
+    name = unquote(path[len(head) : len(path) - len(tail)])
+    return None if "/" in name else name
+
+
 def _json(status: int, value: Any) -> AppResponse:
     return AppResponse(status, orjson.dumps(value))
 
@@ -208,7 +222,8 @@ class Ops:
         if target.path == "/openapi.json" and request.method == "GET":
             return _json(200, openapi())
         for op in OPS:
-            if op.path == target.path:
+            named = _path_name(op.path, target.path)
+            if op.path == target.path or named is not None:
                 if request.method != op.method:
                     return _json(
                         405,
@@ -216,6 +231,8 @@ class Ops:
                     )
                 try:
                     params = self._params(op, request, target.query)
+                    if named is not None:
+                        params = {**params, "server": named}
                     answer = await op.handler(self, params)
                 except OpError as exc:
                     return _json(exc.status, exc.body())
@@ -607,6 +624,23 @@ async def _protocol(ops: Ops, params: Mapping[str, Any]) -> Any:
     }
 
 
+_LOG_LINES_MAX = 10_000
+
+
+async def _log(ops: Ops, params: Mapping[str, Any]) -> Any:
+    """``GET /v1/servers/{name}/log[?lines=N]``: each instance's last stderr lines (spec/gateway.md)."""
+    server = ops._server(params["server"])
+    raw = params.get("lines")
+    last: int | None = None
+    if raw is not None:
+        if not (isinstance(raw, str) and raw.isdigit() and 1 <= int(raw) <= _LOG_LINES_MAX):
+            raise OpError(
+                400, "bad-request", f"lines must be a whole number from 1 to {_LOG_LINES_MAX}, not {raw!r}"
+            )
+        last = int(raw)
+    return {"server": server, "instances": ops.upstreams.logs(server, last)}
+
+
 async def _restart(ops: Ops, params: Mapping[str, Any]) -> Any:
     server = ops._server(params["server"]) if params.get("server") else None
     ops.upstreams.restart(server)
@@ -622,6 +656,13 @@ OPS: tuple[Op, ...] = (
         _health,
     ),
     Op("servers", "GET", "/v1/servers", "The configured upstream servers and their pool state.", _servers),
+    Op(
+        "log",
+        "GET",
+        "/v1/servers/{name}/log",
+        "The last lines each instance of a server wrote on stderr (?lines=N: the last N), with its exit code.",
+        _log,
+    ),
     Op("tools", "GET", "/v1/tools", "Every upstream tool (or one server's: ?server=NAME).", _tools),
     Op(
         "call",

@@ -59,6 +59,7 @@ from ..drivers import _batch
 from ..drivers._eracache import era_cache_path, load_era_cache, update_era_cache
 from ..drivers._probe_http import probe_http
 from ..drivers._probe_stdio import probe_stdio
+from ..drivers._stderr import StderrLog
 from ..server import Context
 from ._calls import (
     answered_by_mcpx,
@@ -88,6 +89,7 @@ _LIST_CHANGED: Mapping[str, str] = {
     "notifications/prompts/list_changed": "prompts",
     "notifications/resources/list_changed": "resources",
 }
+_ENDED_LOGS_KEPT = 3  # per server: the stderr of the instances that ended last (a failed start's included)
 _WATCH_INTERVAL = 0.25  # how often a running instance is checked for having gone away
 _NARROWED_KEPT = 64  # distinct host capability sets whose narrowing is kept (hosts declare few)
 _CATALOG_LISTS = (  # (catalog key, list method, the capability that offers it)
@@ -108,6 +110,9 @@ class _Running:
     )  # cancelled by a Stop while starting
     reason: str = "the server stopped"
     stopped_because: str | None = None  # the pool's reason, when the pool stopped it
+    log: StderrLog = field(default_factory=StderrLog)  # its stderr (the probe's process's too): mcpx logs
+    spawned_at: float = field(default_factory=time.time)
+    ended: str | None = None  # why it ended, once it has
 
 
 @dataclass
@@ -201,6 +206,9 @@ class Upstreams:
         self._resolver = resolver
         self._capabilities = dict(UPSTREAM_CAPABILITIES if capabilities is None else capabilities)
         self._running: dict[int, _Running] = {}
+        self._instance_logs: dict[
+            str, dict[int, _Running]
+        ] = {}  # server -> its instances, live and lately ended
         self._waiters: dict[str, _Waiter] = {}
         self._ids = itertools.count(1)
         self._drained: anyio.Event | None = None  # set when draining and the last call ends
@@ -263,6 +271,7 @@ class Upstreams:
         for action in self.pool.next_actions():
             if isinstance(action, Spawn):
                 running = self._running[action.instance] = _Running(server=action.server)
+                self._instance_logs.setdefault(action.server, {})[action.instance] = running
                 assert self._tg is not None, "attach() the upstreams to a task group first"
                 self._tg.start_soon(self._run_instance, action.instance, running)
             elif isinstance(action, Stop):
@@ -672,14 +681,41 @@ class Upstreams:
         else:
             self.pool.start_failed(instance, reason, time.monotonic(), advised=advised)
             self._perform()
+        running.ended = reason
+        self._forget_old_logs(server.name)
         # Its process has gone and the pool holds it no more (/v1/servers lists it no longer).
         self.events.publish(
             "instance.stopped", {"server": server.name, "instance": instance, "reason": reason}
         )
 
+    def _forget_old_logs(self, server: str) -> None:
+        kept = self._instance_logs.get(server, {})
+        ended = [i for i, r in kept.items() if r.ended is not None]
+        for instance in ended[: max(0, len(ended) - _ENDED_LOGS_KEPT)]:
+            del kept[instance]
+
+    def logs(self, server: str, last: int | None = None) -> list[dict[str, Any]]:
+        """``server``'s instances, live and the last few ended, oldest first: each one's stderr lines.
+
+        What ``GET /v1/servers/{name}/log`` answers (spec/gateway.md); ``last``
+        keeps each instance's last lines only.
+        """
+        shown = []
+        for instance, running in self._instance_logs.get(server, {}).items():
+            shown.append(
+                {
+                    "instance": instance,
+                    "running": running.ended is None,
+                    "spawnedAt": running.spawned_at,
+                    "ended": running.ended,
+                    **running.log.to_json(last),
+                }
+            )
+        return shown
+
     async def _serve_instance(self, instance: int, running: _Running, server: UpstreamServer) -> None:
         """Connect, tell the pool, and hold the connection until the pool stops it or the server goes."""
-        async with self._connect(instance, server) as client:
+        async with self._connect(instance, server, running.log) as client:
             client.on_notification = lambda note: self._heard(instance, server.name, note)
             if not client.session.modern and "logging" in client.session.server_capabilities:
                 with contextlib.suppress(McpCallError):  # the hosts' own levels filter what they get
@@ -709,13 +745,16 @@ class Upstreams:
                     await running.stop.wait()
 
     @contextlib.asynccontextmanager
-    async def _connect(self, instance: int, server: UpstreamServer) -> AsyncIterator[Client]:
-        """A client for ``server`` in the era the probe found; a cached era that fails is probed again."""
+    async def _connect(self, instance: int, server: UpstreamServer, log: StderrLog) -> AsyncIterator[Client]:
+        """A client for ``server`` in the era the probe found; a cached era that fails is probed again.
+
+        A spawned server's stderr goes to ``log``, the probe's process's as well.
+        """
         for attempt in (1, 2):
-            era, revision = await self._era(server, fresh=attempt == 2)
+            era, revision = await self._era(server, log, fresh=attempt == 2)
             connected = False
             try:
-                async with self._open(instance, server, era, revision) as client:
+                async with self._open(instance, server, era, revision, log) as client:
                     connected = True
                     yield client
                     return
@@ -808,7 +847,7 @@ class Upstreams:
             host.log(level, data, logger if isinstance(logger, str) else None)
 
     def _open(
-        self, instance: int, server: UpstreamServer, era: str, revision: Revision | None
+        self, instance: int, server: UpstreamServer, era: str, revision: Revision | None, log: StderrLog
     ) -> contextlib.AbstractAsyncContextManager[Client]:
         async def resolver(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
             return await self._resolve(instance, method, params)
@@ -834,6 +873,7 @@ class Upstreams:
                 max_line=self._max_line,
                 modern=era == "modern",
                 offer=offer,
+                stderr_log=log,
                 **common,
             )
         headers = server.headers
@@ -848,7 +888,9 @@ class Upstreams:
             **common,
         )
 
-    async def _era(self, server: UpstreamServer, *, fresh: bool) -> tuple[str, Revision | None]:
+    async def _era(
+        self, server: UpstreamServer, log: StderrLog, *, fresh: bool
+    ) -> tuple[str, Revision | None]:
         if not fresh:
             entry = load_era_cache(self._cache_path).get(_era_key(server))
             if entry is not None:
@@ -863,7 +905,12 @@ class Upstreams:
         )
         if server.url is None:
             outcome = await probe_stdio(
-                server.argv(), config, env=server.process_env(), cwd=server.cwd, cache_path=self._cache_path
+                server.argv(),
+                config,
+                env=server.process_env(),
+                cwd=server.cwd,
+                cache_path=self._cache_path,
+                stderr_log=log,
             )
         else:
             headers = server.headers + (server.auth.headers if server.auth is not None else ())
