@@ -61,6 +61,7 @@ from .core._sse_client import SseClientConfig, SseClientConnection
 from .core._upstream_auth import UpstreamAuth
 from .drivers import _batch
 from .drivers._http_transport import HttpTransport
+from .drivers._probe_stdio import StdioHandover
 from .drivers._process import open_server_process, signal_group, stop_process
 from .drivers._sse_transport import SseTransport
 from .drivers._stderr import StderrLog
@@ -923,8 +924,14 @@ async def connect_stdio(
     answer_modern_requests: bool = False,
     max_rounds: int = 8,
     stderr_log: StderrLog | None = None,
+    adopt: StdioHandover | None = None,
 ) -> AsyncIterator[Client]:
     """Spawn ``argv`` (no shell) and talk MCP to it over its stdin and stdout.
+
+    ``adopt``: go on with the process the era probe started and settled
+    (``probe_stdio_handing_over``) instead of spawning one: no second
+    process, no second handshake; ``modern`` and ``offer`` must be what the
+    probe found.  It is stopped at the end like a spawned one.
 
     Its stderr is read to the end, always, into ``client.stderr_log``
     (``stderr_log`` when given: the pool keeps one per instance), which also
@@ -947,7 +954,16 @@ async def connect_stdio(
         max_message=max_line,  # what mcpx takes from a peer, it sends no peer more than
     )
     full_env = {**os.environ, **env} if env is not None else None
-    process = await open_server_process(argv, env=full_env, cwd=cwd)
+    if adopt is not None:
+        settled = adopt.outcome
+        if (settled.era == "modern") != modern or settled.era == "legacy-sse":
+            with anyio.CancelScope(shield=True):  # it is ours now, used or not
+                await stop_process(adopt.process, shutdown_grace)
+                await adopt.process.aclose()
+            raise ValueError(f"connect_stdio(modern={modern}) cannot adopt a {settled.era} connection")
+        process = adopt.process
+    else:
+        process = await open_server_process(argv, env=full_env, cwd=cwd)
     assert process.stdin is not None and process.stdout is not None and process.stderr is not None
     stdin, stdout, stderr = process.stdin, process.stdout, process.stderr
 
@@ -983,8 +999,22 @@ async def connect_stdio(
             client.stderr_log = log
             tg.start_soon(keep_stderr, client)
             tg.start_soon(keep_exit_code)
+            if adopt is not None:  # what the probe settled, and what it read past its last answer
+                settled = adopt.outcome
+                if not modern and settled.revision is not None:
+                    session.adopt_handshake(
+                        revision=settled.revision,
+                        capabilities=settled.capabilities or {},
+                        server_info=settled.server_info or {},
+                        instructions=settled.instructions,
+                    )
+                elif settled.capabilities is not None:
+                    client._discovered = settled.capabilities
+                if adopt.leftover:  # (b"" would be the end of input)
+                    client._take_chunk(client._lines, adopt.leftover)
+                await client._flush()
             tg.start_soon(client._read, stdout, max_line)
-            if not modern:
+            if not modern and adopt is None:
                 failure = await client._handshake(start_timeout, "the server", stderr=True)
             if failure is None:
                 try:

@@ -336,6 +336,41 @@ class ClientSession:
 
     # -- the application's side ------------------------------------------------------
 
+    def adopt_handshake(
+        self,
+        *,
+        revision: Revision,
+        capabilities: Mapping[str, Any],
+        server_info: Mapping[str, Any],
+        instructions: str | None = None,
+    ) -> None:
+        """Legacy: go on from a handshake someone else made on this connection (the era probe's).
+
+        ``initialize`` was answered with ``revision``, ``capabilities`` and
+        ``server_info``, and ``notifications/initialized`` was sent (MCP
+        2025-11-25, Lifecycle, Initialization): nothing is sent now; ``Ready``
+        is queued, as after a handshake of the session's own.  Instead of
+        ``start``; a ``LocalProtocolError`` (nothing changed) on a modern or
+        started session, or for a revision the session does not speak.
+        """
+        if self.modern or self._state.started:
+            raise LocalProtocolError("adopt_handshake is for a legacy session that has not started")
+        if revision not in self._revisions:
+            raise LocalProtocolError(f"revision {revision} is not among the revisions this client speaks")
+        self._state.started = True
+        self._state.revision = revision
+        self._state.server_capabilities = dict(capabilities)
+        self._state.server_info = dict(server_info)
+        self._state.ready = True
+        self._actions.append(
+            Ready(
+                revision=revision,
+                capabilities=self._state.server_capabilities,
+                server_info=self._state.server_info,
+                instructions=instructions,
+            )
+        )
+
     def start(self) -> int:
         """Legacy: send ``initialize``; returns its handle (``Ready`` or ``Failed`` follows)."""
         if self.modern:

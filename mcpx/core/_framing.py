@@ -62,6 +62,17 @@ class LineReader:
         """Bytes held waiting for a newline (never more than ``max_line``)."""
         return len(self._buf)
 
+    def take_buffered(self) -> bytes:
+        """The bytes held waiting for a newline, handed to whoever reads the stream next; held no more.
+
+        For a reader that hands its stream over (the era probe to the client
+        session, STYLE.md §7).  Inside an overlong line nothing is held: its
+        rest is the next reader's to discard.
+        """
+        held = bytes(self._buf)
+        self._buf.clear()
+        return held
+
     def feed(self, data: bytes) -> list[FrameEvent]:
         """Consume ``data`` (``b""`` = end of input) and return the events it completes."""
         return [Line(e) if type(e) is bytes else e for e in self.feed_raw(data)]  # type: ignore[misc]

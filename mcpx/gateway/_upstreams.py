@@ -58,7 +58,7 @@ from ..core._upstream_auth import AuthConfigError
 from ..drivers import _batch
 from ..drivers._eracache import era_cache_path, load_era_cache, update_era_cache
 from ..drivers._probe_http import probe_http
-from ..drivers._probe_stdio import probe_stdio
+from ..drivers._probe_stdio import StdioHandover, probe_stdio_handing_over
 from ..drivers._stderr import StderrLog
 from ..server import Context
 from ._calls import (
@@ -751,10 +751,10 @@ class Upstreams:
         A spawned server's stderr goes to ``log``, the probe's process's as well.
         """
         for attempt in (1, 2):
-            era, revision = await self._era(server, log, fresh=attempt == 2)
+            era, revision, handover = await self._era(server, log, fresh=attempt == 2)
             connected = False
             try:
-                async with self._open(instance, server, era, revision, log) as client:
+                async with self._open(instance, server, era, revision, log, handover) as client:
                     connected = True
                     yield client
                     return
@@ -847,8 +847,16 @@ class Upstreams:
             host.log(level, data, logger if isinstance(logger, str) else None)
 
     def _open(
-        self, instance: int, server: UpstreamServer, era: str, revision: Revision | None, log: StderrLog
+        self,
+        instance: int,
+        server: UpstreamServer,
+        era: str,
+        revision: Revision | None,
+        log: StderrLog,
+        handover: StdioHandover | None = None,
     ) -> contextlib.AbstractAsyncContextManager[Client]:
+        """A client for ``server`` in ``era``; over ``handover`` (the probe's process) when given."""
+
         async def resolver(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
             return await self._resolve(instance, method, params)
 
@@ -874,6 +882,7 @@ class Upstreams:
                 modern=era == "modern",
                 offer=offer,
                 stderr_log=log,
+                adopt=handover,
                 **common,
             )
         headers = server.headers
@@ -890,11 +899,13 @@ class Upstreams:
 
     async def _era(
         self, server: UpstreamServer, log: StderrLog, *, fresh: bool
-    ) -> tuple[str, Revision | None]:
+    ) -> tuple[str, Revision | None, StdioHandover | None]:
+        """The era to connect in: cached, or probed; a stdio probe hands its process over, so a first
+        start spawns the server once (the caller must use or stop it: ``connect_stdio(adopt=)``)."""
         if not fresh:
             entry = load_era_cache(self._cache_path).get(_era_key(server))
             if entry is not None:
-                return entry.era, entry.revision
+                return entry.era, entry.revision, None
         # Each wait of the probe may take the whole start timeout (a slow server's first answer
         # comes late); the pool bounds the start as a whole by the same time.
         config = ProbeConfig(
@@ -904,7 +915,7 @@ class Upstreams:
             timeout_setting=self.pool.start_timeout_setting(server.name),
         )
         if server.url is None:
-            outcome = await probe_stdio(
+            outcome, handover = await probe_stdio_handing_over(
                 server.argv(),
                 config,
                 env=server.process_env(),
@@ -915,9 +926,10 @@ class Upstreams:
         else:
             headers = server.headers + (server.auth.headers if server.auth is not None else ())
             outcome = await probe_http(server.url, config, headers=headers, cache_path=self._cache_path)
+            handover = None
         if not isinstance(outcome, ProbeDone):
             raise McpCallError({"code": -32603, "message": f"server {server.name!r}: {outcome.reason}"})
-        return outcome.era, outcome.revision
+        return outcome.era, outcome.revision, handover
 
     def _forget_era(self, server: UpstreamServer) -> None:
         update_era_cache(self._cache_path, lambda cache: cache.invalidate(_era_key(server)))

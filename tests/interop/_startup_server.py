@@ -7,7 +7,8 @@ before it reads a byte of its stdin:
 * ``--stderr-bytes N``: write ``N`` bytes of log lines on stderr, blocking if
   nobody reads them (a pipe holds 64 KiB);
 * ``--sleep S``: take ``S`` seconds to start (a cold ``npx -y``);
-* ``--fatal TEXT --exit N``: write ``TEXT`` on stderr and exit with ``N``.
+* ``--fatal TEXT --exit N``: write ``TEXT`` on stderr and exit with ``N``;
+* ``--revisions A,B``: speak only these MCP revisions (all five by default).
 
 Once up it offers ``echo(text)`` and ``say(text)``, which writes ``text`` as a
 line on stderr and answers ``said``.
@@ -23,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+from mcpx.core import Revision
 from mcpx.drivers import serve_stdio
 from mcpx.server import Server
 
@@ -48,6 +50,7 @@ def main() -> None:
     parser.add_argument("--sleep", type=float, default=0.0)
     parser.add_argument("--fatal")
     parser.add_argument("--exit", type=int, default=1)
+    parser.add_argument("--revisions")
     options = parser.parse_args()
     if options.starts is not None:
         with options.starts.open("a") as out:
@@ -63,7 +66,11 @@ def main() -> None:
         sys.stderr.flush()
         raise SystemExit(options.exit)
     time.sleep(options.sleep)  # slow to start: the fault under test, not a synchronisation
-    serve_stdio(server)
+    if options.revisions is None:
+        serve_stdio(server)
+    else:
+        revisions = [Revision(r) for r in options.revisions.split(",")]
+        serve_stdio(server, config=server.session_config(revisions=revisions))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-"""An upstream's stderr, as a user meets it: drained, quoted when it cannot start, and readable with ``mcpx logs``.
+"""An upstream's start and stderr, as a user meets it: drained, quoted when it cannot start, and readable with ``mcpx logs``.
 
 Issue 15, finding 2, against a real daemon (``DaemonProcess``) and the
 fixture server ``tests/interop/_startup_server.py``: a server that writes
 far more than a pipe holds before it answers still starts; one that prints
 ``FATAL: API_KEY is not set`` and exits 3 is reported with that line and
 that exit code; and a running server's stderr lines are what ``mcpx logs
-SERVER`` and ``GET /v1/servers/{name}/log`` show.
+SERVER`` and ``GET /v1/servers/{name}/log`` show.  And (finding 1) a
+stdio server's first start spawns it once: the era probe hands its process
+over to the pool.
 """
 
 from __future__ import annotations
@@ -105,5 +107,26 @@ def test_mcpx_logs_shows_what_a_running_server_wrote_on_stderr(tmp_path: Path) -
         assert unknown.returncode != 0 and b"no server named 'nobody'" in unknown.stderr, unknown.stderr
         bad = daemon.request("GET", "/v1/servers/talker/log?lines=lots")
         assert bad.status == 400 and "lines must be a whole number" in bad.json()["error"]["message"]
+    finally:
+        daemon.close()
+
+
+@pytest.mark.parametrize(
+    ("revisions", "era"), [(None, "modern"), ("2025-11-25", "legacy")], ids=["modern", "legacy"]
+)
+def test_a_stdio_servers_first_start_spawns_it_once(tmp_path: Path, revisions: str | None, era: str) -> None:
+    """No era cached: the probe's process is the instance that answers the call; one start, in either era."""
+    starts = tmp_path / "starts"
+    options = ["--starts", str(starts)] + (["--revisions", revisions] if revisions else [])
+    daemon = DaemonProcess(tmp_path, _config("once", *options))
+    try:
+        call = {"server": "once", "tool": "echo", "arguments": {"text": "first"}}
+        answer = daemon.request("POST", "/v1/call", call)
+        assert answer.status == 200 and answer.json()["result"]["content"][0]["text"] == "first", answer.body
+        assert len(starts.read_text().split()) == 1, starts.read_text()
+        cached = json.loads((tmp_path / "state" / "upstream-eras.json").read_text())
+        assert [entry["era"] for entry in cached["eras"].values()] == [era], cached
+        assert daemon.request("POST", "/v1/call", call).status == 200  # the same instance goes on serving
+        assert len(starts.read_text().split()) == 1
     finally:
         daemon.close()

@@ -54,6 +54,32 @@ def only(actions: list[Any], kind: type) -> Any:
 # -- against a scripted server ------------------------------------------------------
 
 
+def test_a_handshake_the_era_probe_made_is_adopted_without_sending_anything() -> None:
+    """The probe's process handed over: Ready at once, nothing sent, and requests go under that revision."""
+    c = ClientSession(client_info=INFO)
+    c.adopt_handshake(
+        revision=Revision("2025-06-18"), capabilities={"tools": {}}, server_info={"name": "s", "version": "1"}
+    )
+    (ready,) = c.next_actions()
+    assert isinstance(ready, Ready) and ready.revision == "2025-06-18" and ready.capabilities == {"tools": {}}
+    assert c.ready and c.server_info == {"name": "s", "version": "1"}
+    c.request("tools/list")
+    (sent,) = frames(c.next_actions())
+    assert sent["method"] == "tools/list"
+    with pytest.raises(LocalProtocolError):  # once only, and never instead of a handshake of its own
+        c.adopt_handshake(revision=Revision("2025-06-18"), capabilities={}, server_info={})
+    with pytest.raises(LocalProtocolError):
+        ClientSession(client_info=INFO, modern=True).adopt_handshake(
+            revision=Revision("2025-06-18"), capabilities={}, server_info={}
+        )
+    only_2025 = ClientSession(
+        client_info=INFO, offer=Revision("2025-11-25"), revisions=(Revision("2025-11-25"),)
+    )
+    with pytest.raises(LocalProtocolError, match="not among"):
+        only_2025.adopt_handshake(revision=Revision("2024-11-05"), capabilities={}, server_info={})
+    assert not only_2025.ready and only_2025.next_actions() == []
+
+
 def test_legacy_handshake_offers_the_newest_and_accepts_a_counter_offer_it_speaks() -> None:
     c = ClientSession(client_info=INFO, capabilities={"roots": {"listChanged": True}})
     with pytest.raises(LocalProtocolError):
