@@ -213,6 +213,7 @@ class ProbeConfig:
     revisions: tuple[Revision, ...] = tuple(reversed(REVISIONS))
     timeout: float = 5.0
     timeout_setting: str = "the probe's timeout"
+    discover_silence: float = 5.0
     max_requests: int = 8
     max_restarts: int = 2
     max_body: int = 1 << 20
@@ -230,6 +231,8 @@ class ProbeConfig:
             raise ValueError("capabilities is a ClientCapabilities object")
         if not (math.isfinite(self.timeout) and self.timeout > 0):
             raise ValueError("timeout is a positive number of seconds")
+        if not (math.isfinite(self.discover_silence) and self.discover_silence > 0):
+            raise ValueError("discover_silence is a positive number of seconds")
         if not isinstance(self.timeout_setting, str) or not self.timeout_setting:
             raise ValueError("timeout_setting names what sets timeout, for messages")
         if self.max_requests < 1 or self.max_restarts < 0 or self.max_body < 1:
@@ -538,6 +541,7 @@ class _Decision:
 class _Wait:
     what: str  # "server/discover" | "initialize" | "GET"
     deadline: float
+    limit: float  # seconds, from the wait's start to its deadline
     request_id: str | None = None
     token: int | None = None
     version: Revision | None = None
@@ -664,13 +668,13 @@ class EraProbe:
         if wait is None or now < wait.deadline:
             return
         self._now = now
-        self._heard[wait.what] = f"no answer within {self.config.timeout:g}s"
+        self._heard[wait.what] = f"no answer within {wait.limit:g}s"
         if wait.what == "server/discover" and self._last_discover is not None:
             self._silent_modern.add(self._last_discover)
         self._decide(
             _Decision(
                 verdict=_V.NO_ANSWER,
-                note=f"recv nothing for {wait.what} within {self.config.timeout:g}s",
+                note=f"recv nothing for {wait.what} within {wait.limit:g}s",
             )
         )
 
@@ -763,8 +767,21 @@ class EraProbe:
     def _next_id(self) -> str:
         return f"{self.config.id_prefix}{next(self._ids)}"
 
-    def _deadline(self) -> float:
-        return self._now + self.config.timeout
+    def _limit(self, what: str) -> float:
+        """How long the probe waits for the answer to ``what``.
+
+        ``timeout`` (the daemon's ``pool.startTimeout``), except for
+        ``server/discover`` on stdio: a legacy server may ignore a method it
+        does not know (MCP 2025-11-25 basic/lifecycle has no such method), so
+        after ``discover_silence`` the probe offers ``initialize`` instead.  A
+        server that is only slow to start loses nothing: it reads both
+        requests once it is up, and its answer to ``initialize`` (a legacy or
+        dual-era server's session, or a modern-only server's refusal, after
+        which ``server/discover`` is tried once more) settles the era.
+        """
+        if what == "server/discover" and self.transport == "stdio":
+            return min(self.config.timeout, self.config.discover_silence)
+        return self.config.timeout
 
     def _send_discover(self, decision: _Decision, verdict: _Verdict) -> None:
         version = decision.version
@@ -782,9 +799,13 @@ class EraProbe:
         request_id = self._next_id()
         message = {"jsonrpc": "2.0", "id": request_id, "method": "server/discover", "params": {"_meta": meta}}
         wait = _Wait(
-            what="server/discover", deadline=self._deadline(), request_id=request_id, version=version
+            what="server/discover",
+            deadline=self._now + self._limit("server/discover"),
+            limit=self._limit("server/discover"),
+            request_id=request_id,
+            version=version,
         )
-        limit = f"wait up to {self.config.timeout:g}s"
+        limit = f"wait up to {wait.limit:g}s"
         if self.transport == "stdio":
             self._actions.append(SendMessage(payload=orjson.dumps(message)))
             self._note(f"send server/discover as MCP {version} (id {request_id}) on stdio; {limit}")
@@ -834,8 +855,14 @@ class EraProbe:
             "clientInfo": downgrade(self.config.client_info, "Implementation", offer),
         }
         message = {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": params}
-        wait = _Wait(what="initialize", deadline=self._deadline(), request_id=request_id, version=offer)
-        limit = f"wait up to {self.config.timeout:g}s"
+        wait = _Wait(
+            what="initialize",
+            deadline=self._now + self.config.timeout,
+            limit=self.config.timeout,
+            request_id=request_id,
+            version=offer,
+        )
+        limit = f"wait up to {wait.limit:g}s"
         if self.transport == "stdio":
             self._actions.append(SendMessage(payload=orjson.dumps(message)))
             self._note(f"send initialize offering MCP {offer} (id {request_id}) on stdio; {limit}")
@@ -863,7 +890,9 @@ class EraProbe:
         self._requests += 1
         token = next(self._tokens)
         self._actions.append(OpenSse(token=token, path=self.sse_path))
-        self._wait = _Wait(what="GET", deadline=self._deadline(), token=token)
+        self._wait = _Wait(
+            what="GET", deadline=self._now + self.config.timeout, limit=self.config.timeout, token=token
+        )
         self._note(
             f"send GET {self.sse_path or '(the server URL)'} (Accept: text/event-stream), "
             f"expecting a 2024-11-05 HTTP+SSE endpoint event; wait up to {self.config.timeout:g}s"

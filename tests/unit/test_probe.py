@@ -7,6 +7,7 @@ next step and the outcome.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import threading
@@ -928,3 +929,45 @@ def test_the_spec_table_matches_the_machine() -> None:
     end = text.index("<!-- end transitions -->")
     table = text[start:end].split("\n", 1)[1]
     assert table == transition_table(), "regenerate the table in spec/era-probe.md from transition_table()"
+
+
+# ----------------------------------------------------------------------------
+# A long start timeout does not hold a silent legacy server back
+# ----------------------------------------------------------------------------
+
+
+def test_a_legacy_stdio_server_silent_on_discover_is_offered_initialize_after_the_silence_not_the_timeout() -> (
+    None
+):
+    """``pool.startTimeout`` bounds each wait; a ``server/discover`` nobody answers is given up after 5 s."""
+    c = Conversation(config=dataclasses.replace(CONFIG, timeout=60.0))
+    assert c.method == "server/discover"
+    c.wait_out()
+    assert c.now == 5.0  # discover_silence, not the 60 s the other waits get
+    assert c.method == "initialize"
+    assert c.probe.get_timer() == 65.0
+    c.result(initialize_result("2025-06-18"))
+    outcome = c.outcome
+    assert isinstance(outcome, ProbeDone) and outcome.era == "legacy"
+
+
+def test_a_modern_server_slow_to_start_answers_the_second_discover_after_refusing_initialize() -> None:
+    """Silent for the whole discover wait (still starting), then up: its era is still found."""
+    c = Conversation(config=dataclasses.replace(CONFIG, timeout=60.0))
+    first = c.last_message()
+    c.wait_out()
+    assert c.method == "initialize"
+    # Up at last: it answers the first discover (too late: ignored), then refuses initialize.
+    c.say({"jsonrpc": "2.0", "id": first["id"], "result": discover_result("2026-07-28")})
+    assert c.probe.outcome is None
+    c.error(-32022, "unsupported", {"supported": ["2026-07-28"]})
+    assert c.method == "server/discover"
+    c.result(discover_result("2026-07-28"))
+    outcome = c.outcome
+    assert isinstance(outcome, ProbeDone) and outcome.era == "modern"
+
+
+def test_an_http_servers_discover_waits_the_whole_timeout() -> None:
+    """Over HTTP silence is a slow server, not one that ignores the method: the whole timeout."""
+    c = Conversation(transport="http", config=dataclasses.replace(CONFIG, timeout=60.0))
+    assert c.probe.get_timer() == 60.0
