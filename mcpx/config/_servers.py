@@ -10,7 +10,9 @@ Both spellings describe the same thing and parse to the same model:
   default: one instance for everyone; ``connection``: one per host
   connection; ``call``: one per call), ``startTimeout`` (a duration, as
   ``pool.startTimeout`` takes it: how long this server may take to start,
-  the era probe included), ``type`` (``stdio``, ``http``,
+  the era probe included), ``era`` (``auto``, the default: a server that
+  speaks both eras is spoken to in the era of the host whose call it serves;
+  ``legacy`` or ``modern``: always that era), ``type`` (``stdio``, ``http``,
   ``streamable-http``, ``sse``: what MCP hosts write; checked against
   ``command``/``url``, otherwise informational — which HTTP transport a URL
   speaks is the era probe's finding) and ``disabled`` (``true`` leaves the
@@ -41,7 +43,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
 
 from ._settings import SERVER_NAME, SERVER_NAME_RULE, format_duration, parse_duration, suggest
@@ -62,9 +64,12 @@ _KEYS: Final = (
     "auth",
     "scope",
     "startTimeout",
+    "era",
     "type",
     "disabled",
 )
+UpstreamEra = Literal["auto", "legacy", "modern"]
+UPSTREAM_ERAS: Final[tuple[UpstreamEra, ...]] = ("auto", "legacy", "modern")
 _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _TYPES: Final[Mapping[str, Transport]] = {
     "stdio": "stdio",
@@ -121,6 +126,8 @@ class UpstreamServer:
     scope: Scope = Scope.SHARED
     start_timeout: float | None = None
     """Seconds this server may take to start (``startTimeout``); ``None``: ``pool.startTimeout``."""
+    era: UpstreamEra = "auto"
+    """The era mcpx speaks to it: ``auto`` (the host's, when the server speaks both), ``legacy``, ``modern``."""
 
     @property
     def transport(self) -> Transport:
@@ -166,6 +173,8 @@ class UpstreamServer:
         out: dict[str, Any] = {"transport": self.transport, "scope": str(self.scope)}
         if self.start_timeout is not None:
             out["startTimeout"] = format_duration(self.start_timeout)
+        if self.era != "auto":
+            out["era"] = self.era
         if self.command is not None:
             out["command"] = self.command
             out["args"] = list(self.args)
@@ -274,6 +283,10 @@ def parse_server(
                 f"{where}.startTimeout {raw!r} is not a duration of more than 0s; use seconds (90) or "
                 "90s, 2m, 1h30m, 500ms"
             )
+    era = entry.get("era", "auto")
+    if era not in UPSTREAM_ERAS:
+        problems.append(f"{where}.era {era!r} is not an era; use {', '.join(UPSTREAM_ERAS)}")
+        era = "auto"
 
     argv: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
@@ -324,6 +337,7 @@ def parse_server(
         auth_pending=pending,
         scope=scope,
         start_timeout=start_timeout,
+        era=era,
     )
 
 

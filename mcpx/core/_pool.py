@@ -21,7 +21,10 @@ Rules
   host connection (the scope key ``acquire`` is given: seed §2.4's identity —
   ``_meta["dev.mcpx/session"]``, the stdio process, the legacy HTTP session,
   or a key of its own for each 2026-07-28 request); a ``call`` server a fresh
-  instance for each call, stopped when the call ends.
+  instance for each call, stopped when the call ends.  Calls of different
+  lanes (``acquire(lane=)``; the gateway's lane is the era of the host, for
+  a server that speaks both) never share a shared instance or a spare: a
+  shared server has one instance per lane, and each Spawn says its lane.
 * **Started on first use.**  Nothing runs until a call wants it.  Callers
   wait while their instance starts, for at most the server's start timeout
   (``start_timeouts[server]``, else ``start_timeout``; or their own requested
@@ -235,6 +238,8 @@ class Spawn:
     server: str
     scope: str
     scope_key: str | None
+    lane: str | None = None
+    """The caller's lane (``acquire(lane=)``): the instance serves only calls of that lane."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -408,6 +413,7 @@ class _Server:
 class _Slot:
     key: _SlotKey
     scope_key: str | None  # what Spawn reports
+    lane: str | None = None  # what Spawn reports: the callers' lane
     instance: int | None = None  # the live instance, if any
     waiting: list[CallId] = field(default_factory=list)  # FIFO
 
@@ -513,12 +519,12 @@ class ServerStatus:
 # --------------------------------------------------------------------------
 
 
-def _slot_key(srv: _Server, scope_key: str | None, call_id: CallId) -> _SlotKey:
-    """Which slot a call to ``srv`` takes: the server's one, its caller's connection's, or its own."""
+def _slot_key(srv: _Server, scope_key: str | None, call_id: CallId, lane: str | None) -> _SlotKey:
+    """Which slot a call to ``srv`` takes: the server's one (per lane), its caller's connection's, or its own."""
     if srv.scope == "shared":
-        return (srv.name, "shared", None)
+        return (srv.name, "shared", lane)
     if srv.scope == "connection":
-        return (srv.name, "connection", scope_key)
+        return (srv.name, "connection", scope_key)  # one host: one lane
     return (srv.name, "call", call_id)
 
 
@@ -620,13 +626,23 @@ class Pool:
     # -- inputs from callers ---------------------------------------------------
 
     def acquire(
-        self, server: str, scope_key: str | None, call_id: CallId, now: float, *, timeout: float | None = None
+        self,
+        server: str,
+        scope_key: str | None,
+        call_id: CallId,
+        now: float,
+        *,
+        timeout: float | None = None,
+        lane: str | None = None,
     ) -> None:
         """A call wants an instance of ``server``.
 
         ``scope_key`` is the caller's identity (seed §2.4); a connection-scoped
         server needs one.  ``timeout`` is the caller's own bound for this call
-        (``--pool-call-timeout``); it is clamped to ``call_timeout``.  The
+        (``--pool-call-timeout``); it is clamped to ``call_timeout``.
+        ``lane`` keeps calls apart that must not share an instance (the
+        gateway's: the era of the host, for a server that speaks both):
+        instances, and spares, serve the calls of one lane.  The
         call ends in ``Refused``, or in ``Granted`` and later ``release`` /
         ``CallFailed`` / ``CallTimedOut``; ``release`` it to stop waiting.
         """
@@ -659,11 +675,13 @@ class Pool:
                 )
             )
             return
-        key = _slot_key(srv, scope_key, call_id)
+        key = _slot_key(srv, scope_key, call_id, lane)
         self._add_call(call_id, server, key, now, timeout)
         slot = self._slots.get(key)
         if slot is None:
-            slot = self._slots[key] = _Slot(key=key, scope_key=None if srv.scope == "shared" else scope_key)
+            slot = self._slots[key] = _Slot(
+                key=key, scope_key=None if srv.scope == "shared" else scope_key, lane=lane
+            )
         slot.waiting.append(call_id)
         if slot.instance is None:
             self._adopt_spare(slot)
@@ -673,9 +691,11 @@ class Pool:
                 self._grant_waiters(slot, inst, now)
         else:
             self._serve_waiters(slot, now)
-        self._keep_spare(srv, now)
+        self._keep_spare(srv, now, lane)
 
-    def acquire_now(self, server: str, scope_key: str | None, call_id: CallId, now: float) -> int | None:
+    def acquire_now(
+        self, server: str, scope_key: str | None, call_id: CallId, now: float, lane: str | None = None
+    ) -> int | None:
         """``acquire`` for a call an instance can take at once: that instance, and no ``Granted`` follows.
 
         The usual call to a running server: its slot (shared, or the caller's
@@ -687,7 +707,7 @@ class Pool:
         srv = self._servers.get(server)
         if srv is None or call_id in self._calls:
             return None
-        key = _slot_key(srv, scope_key, call_id)
+        key = _slot_key(srv, scope_key, call_id, lane)
         slot = self._slots.get(key)  # a call-scoped call's slot is new: never found
         if slot is None or slot.instance is None or slot.waiting:
             return None
@@ -697,7 +717,7 @@ class Pool:
         now = self._clock(now)
         self._grant(self._add_call(call_id, server, key, now, None), inst, now)
         if srv.scope != "shared":  # a shared server keeps no spare
-            self._keep_spare(srv, now)
+            self._keep_spare(srv, now, lane)
         return inst.id
 
     def release(self, call_id: CallId, now: float) -> None:
@@ -1108,11 +1128,15 @@ class Pool:
         srv.spawns.append(now)
         srv.spawn_count += 1
         srv.retry_at = None
-        self._emit(Spawn(instance=inst.id, server=srv.name, scope=srv.scope, scope_key=slot.scope_key))
+        self._emit(
+            Spawn(
+                instance=inst.id, server=srv.name, scope=srv.scope, scope_key=slot.scope_key, lane=slot.lane
+            )
+        )
 
     def _adopt_spare(self, slot: _Slot) -> None:
         """Give ``slot`` its server's spare instance, started or starting, if there is one."""
-        spare = self._slots.get((slot.server, "spare", None))
+        spare = self._slots.get((slot.server, "spare", slot.lane))
         if spare is None or spare.instance is None:
             return
         inst = self._instances[spare.instance]
@@ -1121,7 +1145,7 @@ class Pool:
         inst.slot, inst.scope_key = slot.key, slot.scope_key
         slot.instance = inst.id
 
-    def _keep_spare(self, srv: _Server, now: float) -> None:
+    def _keep_spare(self, srv: _Server, now: float, lane: str | None) -> None:
         """``spare``: a connection- or call-scoped server in use has one instance started ahead of need.
 
         A 2026-07-28 request is a connection of its own (seed §2.4), so without
@@ -1131,12 +1155,12 @@ class Pool:
         """
         if not self.config.spare or srv.scope == "shared" or self.config.idle_timeout == 0:
             return
-        key: _SlotKey = (srv.name, "spare", None)
+        key: _SlotKey = (srv.name, "spare", lane)
         spare = self._slots.get(key)
         if (spare is not None and spare.instance is not None) or self._blocked_until(srv, now) is not None:
             return
         if spare is None:
-            spare = self._slots[key] = _Slot(key=key, scope_key=None)
+            spare = self._slots[key] = _Slot(key=key, scope_key=None, lane=lane)
         self._spawn(spare, now)
 
     def _grant_waiters(self, slot: _Slot, inst: _Instance, now: float) -> None:

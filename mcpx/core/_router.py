@@ -269,7 +269,7 @@ class UpstreamOutcome:
     """A session event for a request the router did not send (the caller's own use of the session)."""
 
     upstream: UpstreamKey
-    event: Completed | Failed | InputRequired | Progress
+    event: Completed | Failed | InputRequired | Progress | ServerRequest | ServerRequestCancelled
 
 
 # The two actions of every call, built without __init__ (mcpx/core/_drafts.py).
@@ -950,6 +950,8 @@ class Router:
                 call = self._calls[ask.call]
                 self._settle(call, ask, self._now)
                 self._actions.append(WithdrawAsk(host=call.host, ask_id=ask_id))
+            else:  # perhaps one the caller is answering (see _question): its own to withdraw
+                self._actions.append(UpstreamOutcome(upstream=upstream, event=action))
         elif isinstance(action, ServerNotification):
             self._notification(upstream, up, action)
         elif isinstance(action, Trace):
@@ -993,9 +995,15 @@ class Router:
         """A legacy upstream's question: its call's host is asked only if that call is alone on the connection.
 
         The session holds every request on the connection (the caller's own
-        included), so "alone" is the session's count, not the router's.
+        included), so "alone" is the session's count, not the router's.  When
+        the router has no call on the connection, the question can only be
+        for one of the caller's own requests: it is the caller's to answer
+        (``UpstreamOutcome``), as its withdrawal is.
         """
         session, rid, method = up.session, request.request_id, request.method
+        if not up.calls:
+            self._actions.append(UpstreamOutcome(upstream=upstream, event=request))
+            return
         call = self._calls[next(iter(up.calls.values()))] if len(up.calls) == 1 else None
         if call is None or session.in_flight != 1:
             self._trace(

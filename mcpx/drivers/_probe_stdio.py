@@ -54,6 +54,12 @@ class StdioHandover:
     outcome: ProbeDone
     leftover: bytes = b""
 
+    async def discard(self) -> None:
+        """Not going on with it after all: the process is stopped and reaped."""
+        with anyio.CancelScope(shield=True):
+            await stop_process(self.process)
+            await self.process.aclose()
+
 
 async def probe_stdio(
     argv: Sequence[str],

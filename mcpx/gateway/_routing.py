@@ -265,7 +265,9 @@ class Routes:
         self._by_key[(host, rec.token)] = rec
         self._by_host.setdefault(host, {})[call_id] = rec
         pending.on_cancel = functools.partial(self._host_cancelled, rec)
-        instance = self.upstreams.acquire(server, scope_key, call_id, timeout)
+        instance = self.upstreams.acquire(
+            server, scope_key, call_id, timeout, pending.context.request.revision
+        )
         if instance is not None:  # the usual call: a running instance with room (else granted() later)
             self.granted(call_id, instance)
 

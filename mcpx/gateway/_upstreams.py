@@ -103,6 +103,7 @@ _CATALOG_LISTS = (  # (catalog key, list method, the capability that offers it)
 @dataclass
 class _Running:
     server: str
+    lane: str | None = None  # the pool's lane: "legacy" for legacy hosts' calls to a dual-era server
     stop: anyio.Event = field(default_factory=anyio.Event)
     client: Client | None = None
     starting: anyio.CancelScope = field(
@@ -210,6 +211,7 @@ class Upstreams:
             str, dict[int, _Running]
         ] = {}  # server -> its instances, live and lately ended
         self._waiters: dict[str, _Waiter] = {}
+        self._modern_only: set[str] = set()  # era keys of servers that refused a legacy session
         self._ids = itertools.count(1)
         self._drained: anyio.Event | None = None  # set when draining and the last call ends
         self._timer_changed: anyio.Event | None = None
@@ -270,7 +272,7 @@ class Upstreams:
             self._drained.set()
         for action in self.pool.next_actions():
             if isinstance(action, Spawn):
-                running = self._running[action.instance] = _Running(server=action.server)
+                running = self._running[action.instance] = _Running(server=action.server, lane=action.lane)
                 self._instance_logs.setdefault(action.server, {})[action.instance] = running
                 assert self._tg is not None, "attach() the upstreams to a task group first"
                 self._tg.start_soon(self._run_instance, action.instance, running)
@@ -317,22 +319,47 @@ class Upstreams:
 
     # -- what the routed calls ask of the pool and the daemon (mcpx/gateway/_routing.py) ---
 
+    def lane(self, server: str, revision: Revision | None) -> str | None:
+        """The pool's lane for a host's call to ``server``: ``"legacy"`` when the host and the era differ.
+
+        An upstream that speaks both eras is spoken to in the host's
+        (``era = "auto"``, the default): a legacy host's calls take instances
+        of their own, connected over a legacy session; a 2026-07-28 host's,
+        and calls without a host, the server's usual ones, in the era the
+        probe found.  A server whose ``era`` is pinned has one lane.
+        """
+        if revision is None or revision == Revision.V2026_07_28:
+            return None
+        config = self.servers.get(server)
+        return "legacy" if config is not None and config.era == "auto" else None
+
     def routable(self, server: str) -> bool:
         """Whether a host's call to ``server`` goes through the router (a stdio upstream)."""
         config = self.servers.get(server)
         return self.routes is not None and config is not None and config.url is None
 
-    def acquire(self, server: str, scope_key: str, call_id: str, timeout: float | None = None) -> int | None:
+    def acquire(
+        self,
+        server: str,
+        scope_key: str,
+        call_id: str,
+        timeout: float | None = None,
+        revision: Revision | None = None,
+    ) -> int | None:
         """An instance for the routed call ``call_id``: returned when the pool grants one at once.
 
         Otherwise ``None``, and the pool's ``Granted`` (or refusal) comes to
         ``Routes.granted`` (``Routes.failed``) later, or before this returns.
-        ``timeout`` lowers ``pool.callTimeout`` for this call.
+        ``timeout`` lowers ``pool.callTimeout`` for this call; ``revision`` is
+        the host's (``lane``).
         """
         now = time.monotonic()
-        instance = None if timeout is not None else self.pool.acquire_now(server, scope_key, call_id, now)
+        lane = self.lane(server, revision)
+        instance = (
+            None if timeout is not None else self.pool.acquire_now(server, scope_key, call_id, now, lane)
+        )
         if instance is None:
-            self.pool.acquire(server, scope_key, call_id, now, timeout=timeout)
+            self.pool.acquire(server, scope_key, call_id, now, timeout=timeout, lane=lane)
         self._perform()
         return instance
 
@@ -396,7 +423,8 @@ class Upstreams:
         if once:  # nobody's connection (a /v1 request, the CLI): this call is a connection of its own
             scope_key = f"once:{call_id}"
         try:
-            self.pool.acquire(server, scope_key, call_id, time.monotonic(), timeout=timeout)
+            lane = self.lane(server, None if host is None else host.request.revision)
+            self.pool.acquire(server, scope_key, call_id, time.monotonic(), timeout=timeout, lane=lane)
             self._perform()
             await waiter.granted.wait()
             if waiter.error is not None:
@@ -715,7 +743,7 @@ class Upstreams:
 
     async def _serve_instance(self, instance: int, running: _Running, server: UpstreamServer) -> None:
         """Connect, tell the pool, and hold the connection until the pool stops it or the server goes."""
-        async with self._connect(instance, server, running.log) as client:
+        async with self._connect(instance, server, running.log, running.lane) as client:
             client.on_notification = lambda note: self._heard(instance, server.name, note)
             if not client.session.modern and "logging" in client.session.server_capabilities:
                 with contextlib.suppress(McpCallError):  # the hosts' own levels filter what they get
@@ -727,7 +755,9 @@ class Upstreams:
             self.pool.started(instance, time.monotonic())
             self._perform()
             self.events.publish("instance.started", {"server": server.name, "instance": instance})
-            if self.on_catalog_stale is not None:  # a new process may offer something else
+            # A new process may offer something else.  Not asked of a legacy host's instance of a
+            # dual-era server: the catalog is the server's, read where calls without a host go.
+            if self.on_catalog_stale is not None and running.lane is None:
                 self.on_catalog_stale(server.name, instance, None)
             with anyio.move_on_after(self._own_timeout):
                 # Every instance hears its server's list changes, so that cached lists (the
@@ -745,13 +775,52 @@ class Upstreams:
                     await running.stop.wait()
 
     @contextlib.asynccontextmanager
-    async def _connect(self, instance: int, server: UpstreamServer, log: StderrLog) -> AsyncIterator[Client]:
+    async def _connect(
+        self, instance: int, server: UpstreamServer, log: StderrLog, lane: str | None = None
+    ) -> AsyncIterator[Client]:
         """A client for ``server`` in the era the probe found; a cached era that fails is probed again.
 
-        A spawned server's stderr goes to ``log``, the probe's process's as well.
+        A server the probe found modern is spoken to over a legacy session
+        when its ``era`` is ``legacy``, or for the ``legacy`` lane (a legacy
+        host's calls): a dual-era server answers ``initialize``.  One that
+        refuses it (it speaks 2026-07-28 only) is remembered and spoken to in
+        its own era from then on.  ``era = "modern"`` asks for 2026-07-28
+        whatever the probe found.  A spawned server's stderr goes to ``log``,
+        the probe's process's as well.
         """
+        legacy_wanted = server.era == "legacy" or (lane == "legacy" and server.era == "auto")
         for attempt in (1, 2):
             era, revision, handover = await self._era(server, log, fresh=attempt == 2)
+            if era == "modern" and legacy_wanted and _era_key(server) not in self._modern_only:
+                if handover is not None:  # settled in the other era: this connection starts afresh
+                    await handover.discard()
+                    handover = None
+                era, revision = "legacy", None
+                try:
+                    async with self._open(instance, server, era, revision, log, None) as client:
+                        yield client
+                        return
+                except McpCallError as exc:
+                    if server.era == "legacy":
+                        raise McpCallError(
+                            {
+                                "code": -32603,
+                                "message": f'server {server.name!r} is pinned to era "legacy" but did '
+                                f'not open a legacy session ({exc.message}); set its era to "auto"',
+                            }
+                        ) from exc
+                    self._modern_only.add(_era_key(server))  # a modern-only server: its own era from now on
+                    era, revision, handover = await self._era(server, log, fresh=False)
+            elif era != "modern" and server.era == "modern":
+                if handover is not None:
+                    await handover.discard()
+                raise McpCallError(
+                    {
+                        "code": -32603,
+                        "message": f'server {server.name!r} is pinned to era "modern" but does not speak '
+                        f'2026-07-28 (the era probe found {era}); set its era to "auto"',
+                    }
+                )
             connected = False
             try:
                 async with self._open(instance, server, era, revision, log, handover) as client:

@@ -66,7 +66,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from mcpx.core import LocalProtocolError, Revision
-from mcpx.core._client import ClientSession
+from mcpx.core._client import ClientSession, ServerRequest
 from mcpx.core._revisions import TASKS_EXTENSION
 from mcpx.core._router import (
     AbandonUpstream,
@@ -76,6 +76,7 @@ from mcpx.core._router import (
     Router,
     SendUpstream,
     UpstreamNotification,
+    UpstreamOutcome,
     WithdrawAsk,
 )
 from mcpx.gateway._upstreams import UPSTREAM_CAPABILITIES
@@ -219,7 +220,7 @@ class Question:
     qid: str
     method: str
     params: dict[str, Any]
-    state: str = "pending"  # pending | answered | errored | cancelled
+    state: str = "pending"  # pending | answered | errored | cancelled | caller (the caller's to answer)
 
 
 class FakeUpstream:
@@ -304,6 +305,7 @@ class RouterMachine(RuleBasedStateMachine):
         self.expect_ask: list[tuple[int, Any, dict[str, Any], str | None, dict[str, Any], str | None]] = []
         self.expect_note: list[NotifyHost] = []
         self.expect_heard: list[UpstreamNotification] = []
+        self.expect_caller: list[tuple[str, str]] = []  # questions with no router call on their connection
         # (upstream, question id) → check of the frame the upstream gets
         self.expect_response: dict[tuple[str, str], Check] = {}
         # serial → (inputResponses, requestState) its retry must carry
@@ -345,6 +347,11 @@ class RouterMachine(RuleBasedStateMachine):
             elif isinstance(action, UpstreamNotification):
                 assert action in self.expect_heard, f"unexpected {action}"
                 self.expect_heard.remove(action)
+            elif isinstance(action, UpstreamOutcome):
+                event = action.event
+                assert isinstance(event, ServerRequest), f"unexpected {action}"
+                assert (action.upstream, event.request_id) in self.expect_caller, f"unexpected {action}"
+                self.expect_caller.remove((action.upstream, event.request_id))
             else:
                 raise AssertionError(f"unexpected action {action!r}")
         for ask in withdrawn:
@@ -362,6 +369,7 @@ class RouterMachine(RuleBasedStateMachine):
         assert not self.expect_note, f"notifications never sent: {self.expect_note}"
         assert not self.expect_heard, f"upstream notifications never passed on: {self.expect_heard}"
         assert not self.expect_response, f"upstream questions never answered: {self.expect_response}"
+        assert not self.expect_caller, f"questions never handed to the caller: {self.expect_caller}"
         assert not self.expect_retry, f"retries never sent: {self.expect_retry}"
         return actions
 
@@ -777,7 +785,10 @@ class RouterMachine(RuleBasedStateMachine):
         params = question_params(method, f"{key}/{qid}")
         fake.questions[qid] = Question(qid=qid, method=method, params=params)
         on = self.calls_on(key)
-        if len(on) != 1:
+        if not on:  # no call of the router's on it: one of the caller's own requests asks, if any
+            self.expect_caller.append((key, qid))
+            fake.questions[qid].state = "caller"
+        elif len(on) != 1:
             self.expect_response[(key, qid)] = response_error(
                 f"cannot tell which of its callers {method} is for"
             )

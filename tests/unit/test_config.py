@@ -585,3 +585,11 @@ def test_mcpx_settings_refuses_a_bad_configuration_with_every_reason(tmp_path: P
     assert "'2025-13-01' is not an MCP revision" in done.stderr
     missing = _mcpx("settings", "--config", str(tmp_path / "none.toml"), env={"HOME": str(tmp_path)})
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_a_servers_era_is_auto_unless_pinned_and_an_unknown_one_is_refused() -> None:
+    assert parse_config("[servers.a]\ncommand = 'npx'\n", environ={}).servers["a"].era == "auto"
+    pinned = parse_config("[servers.a]\ncommand = 'npx'\nera = 'legacy'\n", environ={}).servers["a"]
+    assert pinned.era == "legacy" and pinned.describe()["era"] == "legacy"
+    message = _problems("[servers.a]\ncommand = 'npx'\nera = 'old'\n")
+    assert "servers.a.era 'old' is not an era; use auto, legacy, modern" in message, message

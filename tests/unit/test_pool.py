@@ -437,6 +437,31 @@ def test_connection_scope_gives_each_connection_its_own_instance() -> None:
         pool.acquire("git", None, 9, 3.0)  # a connection-scoped server needs the caller's key
 
 
+def test_calls_of_another_lane_never_share_an_instance_or_a_spare() -> None:
+    """The gateway's lanes (the host's era, for a dual-era server): a shared server has one instance per lane."""
+    pool = make(spare=True)
+    usual = warm(pool, "files", 1)
+    pool.acquire("files", "c2", 2, 1.0, lane="legacy")
+    (spawn,) = drain(pool)
+    assert spawn == Spawn(
+        instance=spawn.instance, server="files", scope="shared", scope_key=None, lane="legacy"
+    )
+    pool.started(spawn.instance, 2.0)
+    assert drain(pool) == [Granted(call_id=2, instance=spawn.instance)]
+    assert pool.acquire_now("files", "c3", 3, 3.0, "legacy") == spawn.instance
+    assert pool.acquire_now("files", "c4", 4, 3.0) == usual
+    # A connection-scoped server's spare is kept per lane too: a legacy host never gets the usual one.
+    pool.acquire("git", "alice", 5, 4.0)
+    first, spare = drain(pool)
+    assert (first.lane, spare.lane, spare.scope_key) == (None, None, None)
+    pool.acquire("git", "bob", 6, 5.0, lane="legacy")
+    bobs, legacy_spare = drain(pool)
+    assert bobs.lane == legacy_spare.lane == "legacy" and bobs.instance not in (
+        first.instance,
+        spare.instance,
+    )
+
+
 def test_connection_closed_refuses_calls_still_waiting_and_leaves_shared_ones() -> None:
     pool = make()
     shared = warm(pool, "files", 1, key="alice")

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from mcpx.core import LocalProtocolError, Revision
-from mcpx.core._client import ClientSession
+from mcpx.core._client import ClientSession, ServerRequest, ServerRequestCancelled
 from mcpx.core._router import (
     AbandonUpstream,
     AnswerHost,
@@ -24,6 +24,7 @@ from mcpx.core._router import (
     Router,
     SendUpstream,
     UpstreamNotification,
+    UpstreamOutcome,
     WithdrawAsk,
 )
 from mcpx.gateway._upstreams import UPSTREAM_CAPABILITIES
@@ -292,6 +293,20 @@ def test_a_legacy_question_while_two_calls_share_the_connection_is_asked_of_nobo
     (refusal,) = sent(actions, "up")
     assert refusal["id"] == "q1" and refusal["error"]["code"] == -32603
     assert "cannot tell which of its callers elicitation/create is for" in refusal["error"]["message"]
+
+
+def test_a_legacy_question_with_no_routed_call_on_the_connection_is_the_callers_to_answer() -> None:
+    """Only the caller's own requests can have asked it (a call on the awaited path): handed to the caller."""
+    router = router_with(up=legacy_session())
+    router.upstream_data("up", elicit("q1"), now=1.0)
+    (handed,) = router.next_actions()
+    assert isinstance(handed, UpstreamOutcome) and isinstance(handed.event, ServerRequest)
+    assert handed.event.request_id == "q1" and handed.event.method == "elicitation/create"
+    router.upstream_data(
+        "up", {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "q1"}}, now=2.0
+    )
+    (withdrawn,) = router.next_actions()
+    assert isinstance(withdrawn, UpstreamOutcome) and isinstance(withdrawn.event, ServerRequestCancelled)
 
 
 def test_roots_list_for_a_host_without_roots_is_answered_by_mcpx() -> None:
