@@ -5,10 +5,11 @@
 # (the suite's fixtures under their own names), offered in pass-through mode,
 # and runs ../shared/conformance/server-leg.sh against the daemon's /mcp: the
 # suite's client talks to mcpx, mcpx talks to the fixture server, and both
-# eras are spoken on each hop.  One upstream instance is shared by every host,
-# as a configured server is by default: the fixture speaks 2026-07-28, whose
-# questions come back as input rounds on the call that asked, so each reaches
-# the host whose call it answers however many calls share the instance.  (Per
+# eras are spoken on each hop.  The fixture speaks both eras, so each host is
+# served in its own (spec/gateway.md §7): the 2026-07-28 leg's calls share one
+# instance over 2026-07-28, whose questions come back as input rounds on the
+# call that asked, and the 2025-11-25 leg's share one over a legacy session,
+# as a configured server is shared by default.  (Per
 # host connection, a 2026-07-28 request is its own scope and would start a
 # fresh upstream process for each one, slower than the suite's sub-second
 # read windows in server-stateless.)

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from ..fuzz._mcp import to_line
-from .test_settings_walk import legacy_host, mcpx_call, running, text_of
+from .test_settings_walk import DEMO, legacy_host, mcpx_call, running, text_of
 
 pytestmark = pytest.mark.timeout(90)
 
 LIMIT = 8192
+MODERN_DEMO = DEMO + 'era = "modern"\n'  # a legacy host's call would go over a legacy session, unlengthened
 
 
 def _padded_to(limit: int, request_id: int) -> bytes:
@@ -33,7 +34,10 @@ def _padded_to(limit: int, request_id: int) -> bytes:
 
 
 def test_a_request_at_the_cap_that_mcpx_would_lengthen_is_refused_at_once(tmp_path: Path) -> None:
-    with running(tmp_path, MCPX_TRANSPORT_MAX_LINE=str(LIMIT)) as daemon, legacy_host(daemon) as host:
+    with (
+        running(tmp_path, config=MODERN_DEMO, MCPX_TRANSPORT_MAX_LINE=str(LIMIT)) as daemon,
+        legacy_host(daemon) as host,
+    ):
         host.send(mcpx_call(1, "demo", "echo", text="warm"))
         assert text_of(host.replies(1)[0]) == "warm"
         sent = time.monotonic()

@@ -24,6 +24,7 @@ import pytest
 from ..fuzz._mcp import initialize, notification, request
 from ..fuzz._serve_host import Daemon, Host
 from ._daemon_process import DaemonProcess, children
+from .test_settings_walk import DEMO
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -51,7 +52,9 @@ def _call_in_flight(daemon: DaemonProcess, answers: list[tuple[float, Any]]) -> 
 
 
 def test_an_upstream_killed_mid_call_answers_every_caller_in_time(tmp_path: Path) -> None:
-    daemon = DaemonProcess(tmp_path, env=SETTINGS)
+    # One process serves every caller: the demo's era pinned, or the legacy host's call would go to
+    # an instance of its own (the era follows the host).
+    daemon = DaemonProcess(tmp_path, DEMO + 'era = "modern"\n', env=SETTINGS)
     shim_env = Daemon(tmp_path)
     shim_env.env.update(daemon.env)
     host = Host(shim_env, "2025-11-25", "fds", handshake=False)
