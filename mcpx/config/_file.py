@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 import orjson
 
-from ._servers import UpstreamServer, parse_server
+from ._servers import Scope, UpstreamServer, parse_server
 from ._settings import GROUPS, SETTINGS, ConfigError, Settings, resolve_settings, suggest
 
 __all__ = ["Config", "Format", "config_location", "detect_format", "parse_config"]
@@ -226,4 +226,8 @@ def parse_config(
 
 def builtin_servers() -> dict[str, UpstreamServer]:
     """The servers of the built-in default: mcpx's demo server (this interpreter) as ``demo``."""
-    return {"demo": UpstreamServer(name="demo", command=sys.executable, args=("-m", "mcpx", "demo"))}
+    return {
+        "demo": UpstreamServer(
+            name="demo", command=sys.executable, args=("-m", "mcpx", "demo"), scope=Scope.HOST
+        )
+    }

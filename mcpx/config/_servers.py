@@ -6,9 +6,11 @@ Both spellings describe the same thing and parse to the same model:
   ``args``, ``env`` (NAME = value), ``cwd``;
 * HTTP: ``url`` (Streamable HTTP; ``http://`` or ``https://`` with a host, no
   credentials in it) and ``headers`` (name = value);
-* either: ``auth`` (``mcpx.core._upstream_auth``), ``scope`` (``shared``, the
-  default: one instance for everyone; ``connection``: one per host
-  connection; ``call``: one per call), ``startTimeout`` (a duration, as
+* either: ``auth`` (``mcpx.core._upstream_auth``), ``scope`` (``host``, the
+  default for a command: one instance per host, as if each had spawned it,
+  identity-less requests sharing one; ``shared``, the default for a url: one
+  instance for everyone; ``connection``: one per host connection, every
+  2026-07-28 request without a session its own; ``call``: one per call), ``startTimeout`` (a duration, as
   ``pool.startTimeout`` takes it: how long this server may take to start,
   the era probe included), ``era`` (``auto``, the default: a server that
   speaks both eras is spoken to in the era of the host whose call it serves;
@@ -84,7 +86,14 @@ class Scope(enum.StrEnum):
     """Who shares one running instance of an upstream."""
 
     SHARED = "shared"
-    """One instance for every host connection and call (the default)."""
+    """One instance for every host connection and call (the default for a url server)."""
+    HOST = "host"
+    """One instance per host, as if each host had spawned it (the default for a command server).
+
+    A host is a stdio host through ``mcpx serve``, a legacy HTTP session, or a
+    2026-07-28 request naming ``_meta["dev.mcpx/session"]``; requests with no
+    identity (``/v1``, other 2026-07-28 requests) share one instance.
+    """
     CONNECTION = "connection"
     """One instance per host connection (a stdio host process, a legacy HTTP session)."""
     CALL = "call"
@@ -265,11 +274,12 @@ def parse_server(
         elif _TYPES[declared] != transport:
             has = "command" if transport == "stdio" else "url"
             problems.append(f"{where}.type is {declared} but the server has a {has}; make them agree")
-    scope_raw = entry.get("scope", "shared")
+    default_scope = Scope.HOST if transport == "stdio" else Scope.SHARED
+    scope_raw = entry.get("scope", str(default_scope))
     try:
         scope = Scope(scope_raw)
     except ValueError:
-        scope = Scope.SHARED
+        scope = default_scope
         problems.append(f"{where}.scope {scope_raw!r} is not a scope; use {', '.join(Scope)}")
     start_timeout: float | None = None
     if entry.get("startTimeout") is not None:

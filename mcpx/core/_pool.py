@@ -20,8 +20,10 @@ Rules
   server has one instance for everybody; a ``connection`` server one per
   host connection (the scope key ``acquire`` is given: seed §2.4's identity —
   ``_meta["dev.mcpx/session"]``, the stdio process, the legacy HTTP session,
-  or a key of its own for each 2026-07-28 request); a ``call`` server a fresh
-  instance for each call, stopped when the call ends.  Calls of different
+  or a key of its own for each 2026-07-28 request); a ``host`` server one
+  per host the same way, except that calls with no identity (``acquire``
+  without a scope key) share one instance, as for ``shared``; a ``call``
+  server a fresh instance for each call, stopped when the call ends.  Calls of different
   lanes (``acquire(lane=)``; the gateway's lane is the era of the host, for
   a server that speaks both) never share a shared instance or a spare: a
   shared server has one instance per lane, and each Spawn says its lane.
@@ -43,7 +45,7 @@ Rules
   callers that arrive during backoff wait for the retry when it falls within
   their wait, and are refused at once, with when to try again, when it does
   not.  Instances of the server that are still running keep serving.
-* **A spare, if asked for** (``spare``): a connection- or call-scoped server
+* **A spare, if asked for** (``spare``): a host-, connection- or call-scoped server
   that has been used keeps one more instance started, not yet anybody's;
   the next connection (or call) that needs an instance of it gets that one,
   started or still starting, and another spare is spawned.  A spare counts
@@ -131,7 +133,7 @@ __all__ = [
 CallId: TypeAlias = int | str
 """The driver's name for one call (unique among the calls the pool holds)."""
 
-SCOPES: Final = ("shared", "connection", "call")
+SCOPES: Final = ("shared", "host", "connection", "call")
 """The values of ``UpstreamServer.scope`` (``mcpx.config.Scope``), in the same spelling."""
 
 SPAWN_WINDOW: Final = 60.0
@@ -521,9 +523,9 @@ class ServerStatus:
 
 def _slot_key(srv: _Server, scope_key: str | None, call_id: CallId, lane: str | None) -> _SlotKey:
     """Which slot a call to ``srv`` takes: the server's one (per lane), its caller's connection's, or its own."""
-    if srv.scope == "shared":
+    if srv.scope == "shared" or (srv.scope == "host" and scope_key is None):
         return (srv.name, "shared", lane)
-    if srv.scope == "connection":
+    if srv.scope in ("connection", "host"):
         return (srv.name, "connection", scope_key)  # one host: one lane
     return (srv.name, "call", call_id)
 
@@ -545,7 +547,7 @@ def _error(
 class Pool:
     """Upstream instances for every configured server; see the module docstring for the rules.
 
-    ``servers`` maps each server's name to its scope (``"shared"``,
+    ``servers`` maps each server's name to its scope (``"shared"``, ``"host"``,
     ``"connection"`` or ``"call"``; ``mcpx.config.Scope`` values will do):
     ``Pool({s.name: s.scope for s in config.servers.values()}, config=...)``.
 

@@ -79,6 +79,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Routes"]
 
+REQUEST_SCOPE_PREFIX = "request:"
+"""The scope keys of requests that name no host (a 2026-07-28 request without a session)."""
+HOSTLESS_SCOPE_PREFIX = "v1:"
+"""The scope keys of calls without a host (``/v1/call``, ``mcpx call``): each a connection of its own."""
+WARM_UP_SCOPE = "mcpx/warm-up"
+"""The scope key of the daemon's start-up listing: no host is behind it."""
+
 _HostKey = tuple[int, str]  # (the driver's connection, the host's pool scope)
 _hostless_connections = itertools.count(
     -1, -1
@@ -307,7 +314,7 @@ class Routes:
             method=method,
             params=params,
             finish=_verbatim,
-            scope_key=f"v1:{-connection}",
+            scope_key=f"{HOSTLESS_SCOPE_PREFIX}{-connection}",
             per_request=True,
             timeout=timeout,
             verbatim=True,

@@ -57,6 +57,7 @@ from ..core._revisions import TASKS_EXTENSION
 from ..core._router import relayed, upstream_params
 from ..server import Call, Context, Deferred, Invocation, Outcome, Pending, Server
 from ._hosts import HOST_PREFIX
+from ._routing import REQUEST_SCOPE_PREFIX, WARM_UP_SCOPE
 from ._upstreams import Upstreams
 
 __all__ = ["GatewayServer"]
@@ -588,7 +589,7 @@ class GatewayServer(Server):
         return _as_catalog(name, found), found["listedAt"], found["freshUntil"]
 
 
-_WARM_UP = "mcpx/warm-up"
+_WARM_UP = WARM_UP_SCOPE
 """The scope key of the start-up listing (no host connection is behind it)."""
 
 
@@ -708,7 +709,7 @@ def scope_key(context: RequestContext) -> tuple[str, bool]:
     identity = context.identity
     if identity is not None and (identity.startswith(HOST_PREFIX) or not context.revision.is_modern):
         return identity, False  # a host on its own stdio is one connection in both eras
-    return f"request:{next(_request_keys)}", True
+    return f"{REQUEST_SCOPE_PREFIX}{next(_request_keys)}", True
 
 
 def _outcome(value: Mapping[str, Any] | GatewayError) -> Outcome:

@@ -29,7 +29,7 @@ import orjson
 
 from .. import __version__
 from ..client import Client, McpCallError, Resolver, RoundResolver, connect_http, connect_sse, connect_stdio
-from ..config import UpstreamServer
+from ..config import Scope, UpstreamServer
 from ..core import (
     LOG_LEVELS,
     EraCache,
@@ -71,7 +71,7 @@ from ._calls import (
     unattributed,
 )
 from ._events import EventBus
-from ._routing import Routes
+from ._routing import HOSTLESS_SCOPE_PREFIX, REQUEST_SCOPE_PREFIX, WARM_UP_SCOPE, Routes
 
 __all__ = ["Upstreams"]
 
@@ -98,6 +98,9 @@ _CATALOG_LISTS = (  # (catalog key, list method, the capability that offers it)
     ("resources", "resources/list", "resources"),
     ("resourceTemplates", "resources/templates/list", "resources"),
 )
+
+
+_NO_HOST = (REQUEST_SCOPE_PREFIX, HOSTLESS_SCOPE_PREFIX, WARM_UP_SCOPE)  # scope keys that name no host
 
 
 @dataclass
@@ -319,6 +322,19 @@ class Upstreams:
 
     # -- what the routed calls ask of the pool and the daemon (mcpx/gateway/_routing.py) ---
 
+    def _pool_scope(self, server: str, scope_key: str | None) -> str | None:
+        """The scope key the pool is given: ``None`` for a host-scoped server's call that names no host.
+
+        ``scope = "host"`` (a command server's default): one instance per
+        host, and one shared by the requests with no identity — a 2026-07-28
+        request without a session, ``/v1``, the start-up listing — never an
+        instance spawned per request (spec/configuration.md, scopes).
+        """
+        if scope_key is None or not scope_key.startswith(_NO_HOST):
+            return scope_key
+        config = self.servers.get(server)
+        return None if config is not None and config.scope is Scope.HOST else scope_key
+
     def lane(self, server: str, revision: Revision | None) -> str | None:
         """The pool's lane for a host's call to ``server``: ``"legacy"`` when the host and the era differ.
 
@@ -355,11 +371,10 @@ class Upstreams:
         """
         now = time.monotonic()
         lane = self.lane(server, revision)
-        instance = (
-            None if timeout is not None else self.pool.acquire_now(server, scope_key, call_id, now, lane)
-        )
+        key = self._pool_scope(server, scope_key)
+        instance = None if timeout is not None else self.pool.acquire_now(server, key, call_id, now, lane)
         if instance is None:
-            self.pool.acquire(server, scope_key, call_id, now, timeout=timeout, lane=lane)
+            self.pool.acquire(server, key, call_id, now, timeout=timeout, lane=lane)
         self._perform()
         return instance
 
@@ -419,6 +434,7 @@ class Upstreams:
         call_id = f"c{next(self._ids)}"
         waiter = self._waiters[call_id] = _Waiter(host=host)
         config = self.servers.get(server)
+        scope_key = self._pool_scope(server, scope_key)
         once = scope_key is None and config is not None and str(config.scope) == "connection"
         if once:  # nobody's connection (a /v1 request, the CLI): this call is a connection of its own
             scope_key = f"once:{call_id}"

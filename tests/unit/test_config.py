@@ -97,8 +97,9 @@ def test_toml_and_the_hosts_mcpservers_json_parse_to_the_same_model() -> None:
         args=("-y", "@modelcontextprotocol/server-filesystem", "/tmp"),
         env=(("LOG_LEVEL", "debug"),),
         cwd="/srv",
+        scope=Scope.HOST,
     )
-    assert files.transport == "stdio" and files.scope is Scope.SHARED
+    assert files.transport == "stdio" and files.scope is Scope.HOST  # a command server's default
     assert files.argv() == ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
     assert github.transport == "http" and github.scope is Scope.CONNECTION
     assert github.headers == (("X-Team", "blue"),)
@@ -260,7 +261,7 @@ def test_config_location_order() -> None:
         ("[servers.a]\nurl = 'https://h'\nheaders = { Connection = 'close' }\n", ["hop-by-hop"]),
         ("[servers.a]\nurl = 'https://h'\nauth = { type = 'oauth' }\n", ["oauth is not implemented"]),
         ("[servers.a]\ncommand = 'x'\nauth = { type = 'bearer', token = 't' }\n", ["use type env"]),
-        ("[servers.a]\ncommand = 'x'\nscope = 'global'\n", ["use shared, connection, call"]),
+        ("[servers.a]\ncommand = 'x'\nscope = 'global'\n", ["use shared, host, connection, call"]),
         ("[servers.a]\ncommand = 'x'\ntype = 'http'\n", ["make them agree"]),
         ("[servers.a]\ncommand = 'x'\nenv = { N = 1 }\n", ["env.N must be a string"]),
         (
@@ -585,6 +586,13 @@ def test_mcpx_settings_refuses_a_bad_configuration_with_every_reason(tmp_path: P
     assert "'2025-13-01' is not an MCP revision" in done.stderr
     missing = _mcpx("settings", "--config", str(tmp_path / "none.toml"), env={"HOME": str(tmp_path)})
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_a_command_server_is_one_per_host_by_default_and_a_url_server_shared() -> None:
+    config = parse_config("[servers.a]\ncommand = 'npx'\n[servers.b]\nurl = 'https://example.com/mcp'\n", environ={})
+    assert config.servers["a"].scope is Scope.HOST and config.servers["b"].scope is Scope.SHARED
+    pinned = parse_config("[servers.a]\ncommand = 'npx'\nscope = 'shared'\n", environ={})
+    assert pinned.servers["a"].scope is Scope.SHARED
 
 
 def test_a_servers_era_is_auto_unless_pinned_and_an_unknown_one_is_refused() -> None:
