@@ -492,8 +492,8 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         kind=_boolean(),
         initial=True,
         description=(
-            "Keep one instance of each connection- or call-scoped server started ahead of need "
-            "(each 2026-07-28 request is a connection of its own)."
+            "Keep one instance of each host-, connection- or call-scoped server started ahead of need, "
+            "so a new host (or call) does not wait for a start."
         ),
     ),
     SettingDef(

@@ -135,10 +135,10 @@ def test_a_second_signal_ends_the_drain_at_once(tmp_path: Path) -> None:
 def test_mcpx_status_shows_uptime_instances_and_calls_in_flight(tmp_path: Path) -> None:
     """Two hosts, each with a call held by its upstream's question: both in flight, on one instance.
 
-    The server's era is pinned to 2026-07-28: over one legacy session (where a legacy host's calls
+    The server is shared (one instance for every host), and its era pinned to 2026-07-28: over one legacy session (where a legacy host's calls
     would go) a question names no call, so two hosts' questions at once could not be told apart.
     """
-    with running(tmp_path, config=ASKING + 'era = "modern"\n') as daemon:
+    with running(tmp_path, config=ASKING + 'era = "modern"\nscope = "shared"\n') as daemon:
         hosts = [legacy_host(daemon, capabilities={"elicitation": {}}) for _ in range(2)]
         try:
             for host in hosts:

@@ -76,7 +76,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonThread]:
     (root / "upstream.py").write_text(UPSTREAM)
     python = orjson.dumps(sys.executable).decode()
     script = orjson.dumps(str(root / "upstream.py")).decode()
-    text = f'[servers.notes]\ncommand = {python}\nargs = [{script}]\n\n[mcp]\npassthrough = ["notes"]\n\n'
+    # One instance for every host: who hears an update is mcpx's choice, not the pool's.
+    text = f'[servers.notes]\ncommand = {python}\nargs = [{script}]\nscope = "shared"\n\n[mcp]\npassthrough = ["notes"]\n\n'
     config = parse_config(
         text + "[transport]\nport = 0\n", environ={"MCPX_STATE": str(root / "state")}, home=str(root)
     )

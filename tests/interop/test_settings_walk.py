@@ -450,6 +450,7 @@ FAILING = f"""
 [servers.broken]
 command = {json.dumps(sys.executable)}
 args = ["-c", "raise SystemExit(3)"]
+scope = "shared"
 """
 
 

@@ -52,9 +52,9 @@ def _call_in_flight(daemon: DaemonProcess, answers: list[tuple[float, Any]]) -> 
 
 
 def test_an_upstream_killed_mid_call_answers_every_caller_in_time(tmp_path: Path) -> None:
-    # One process serves every caller: the demo's era pinned, or the legacy host's call would go to
-    # an instance of its own (the era follows the host).
-    daemon = DaemonProcess(tmp_path, DEMO + 'era = "modern"\n', env=SETTINGS)
+    # One process serves every caller: the demo shared and its era pinned, or the host's call would
+    # go to an instance of its own (a host's own by default; a legacy host's, as the era follows it).
+    daemon = DaemonProcess(tmp_path, DEMO + 'era = "modern"\nscope = "shared"\n', env=SETTINGS)
     shim_env = Daemon(tmp_path)
     shim_env.env.update(daemon.env)
     host = Host(shim_env, "2025-11-25", "fds", handshake=False)

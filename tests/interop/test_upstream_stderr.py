@@ -29,7 +29,7 @@ def _config(name: str, *options: str) -> str:
     args = ["-m", "tests.interop._startup_server", *options]
     return (
         f"[servers.{name}]\ncommand = {json.dumps(sys.executable)}\nargs = {json.dumps(args)}\n"
-        f"cwd = {json.dumps(str(ROOT))}\n"
+        f'cwd = {json.dumps(str(ROOT))}\nscope = "shared"\n'  # one instance: no spare beside it
     )
 
 

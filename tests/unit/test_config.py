@@ -589,7 +589,9 @@ def test_mcpx_settings_refuses_a_bad_configuration_with_every_reason(tmp_path: P
 
 
 def test_a_command_server_is_one_per_host_by_default_and_a_url_server_shared() -> None:
-    config = parse_config("[servers.a]\ncommand = 'npx'\n[servers.b]\nurl = 'https://example.com/mcp'\n", environ={})
+    config = parse_config(
+        "[servers.a]\ncommand = 'npx'\n[servers.b]\nurl = 'https://example.com/mcp'\n", environ={}
+    )
     assert config.servers["a"].scope is Scope.HOST and config.servers["b"].scope is Scope.SHARED
     pinned = parse_config("[servers.a]\ncommand = 'npx'\nscope = 'shared'\n", environ={})
     assert pinned.servers["a"].scope is Scope.SHARED
