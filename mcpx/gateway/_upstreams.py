@@ -100,6 +100,10 @@ _CATALOG_LISTS = (  # (catalog key, list method, the capability that offers it)
 )
 
 
+class StartAdvised(McpCallError):
+    """A failed start whose message says what to do already (the era probe's advice, a pinned era's)."""
+
+
 _NO_HOST = (REQUEST_SCOPE_PREFIX, HOSTLESS_SCOPE_PREFIX, WARM_UP_SCOPE)  # scope keys that name no host
 
 
@@ -705,7 +709,7 @@ class Upstreams:
                 await self._serve_instance(instance, running, server)
         except McpCallError as exc:
             reason = exc.message.removeprefix(f"server {server.name!r}: ")  # the pool names the server
-            advised = "Check " in reason  # the probe's failures end with what to check
+            advised = isinstance(exc, StartAdvised)
         except AuthConfigError as exc:  # its secret, read from the daemon's environment just now
             reason = str(exc)
             advised = True  # the reason says where to set it
@@ -812,13 +816,17 @@ class Upstreams:
                     await handover.discard()
                     handover = None
                 era, revision = "legacy", None
+                opened = False
                 try:
                     async with self._open(instance, server, era, revision, log, None) as client:
+                        opened = True
                         yield client
                         return
                 except McpCallError as exc:
+                    if opened:  # the session's own end (or the caller's), not a refused initialize
+                        raise
                     if server.era == "legacy":
-                        raise McpCallError(
+                        raise StartAdvised(
                             {
                                 "code": -32603,
                                 "message": f'server {server.name!r} is pinned to era "legacy" but did '
@@ -830,7 +838,7 @@ class Upstreams:
             elif era != "modern" and server.era == "modern":
                 if handover is not None:
                     await handover.discard()
-                raise McpCallError(
+                raise StartAdvised(
                     {
                         "code": -32603,
                         "message": f'server {server.name!r} is pinned to era "modern" but does not speak '
@@ -1013,7 +1021,7 @@ class Upstreams:
             outcome = await probe_http(server.url, config, headers=headers, cache_path=self._cache_path)
             handover = None
         if not isinstance(outcome, ProbeDone):
-            raise McpCallError({"code": -32603, "message": f"server {server.name!r}: {outcome.reason}"})
+            raise StartAdvised({"code": -32603, "message": f"server {server.name!r}: {outcome.reason}"})
         return outcome.era, outcome.revision, handover
 
     def _forget_era(self, server: UpstreamServer) -> None:
