@@ -389,12 +389,21 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         state: StateOption = None,
+        passthrough: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--passthrough",
+                help="Offer this configured server's own tools to this host (repeatable, or a comma list).",
+            ),
+        ] = None,
     ) -> None:
         """Be the gateway for an MCP host that spawns its servers: the host's stdio handed to the daemon.
 
         The daemon is started if none is running, and serves the host's
-        pipes itself.  There is no HTTP form: run `mcpx daemon --port N` and
-        point the host at http://HOST:N/mcp.
+        pipes itself.  A daemon started with another configuration is not
+        used: mcpx serve says what differs and how to go on.  There is no
+        HTTP form: run `mcpx daemon --port N` and point the host at
+        http://HOST:N/mcp.
         """
         if transport != "stdio":
             typer.echo(
@@ -407,7 +416,12 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("--loop must be asyncio, uvloop or trio")
         from ..gateway._shim import run_shim
 
-        raise typer.Exit(run_shim(Path(_state(state, config)), config=config, loop=loop))
+        named = {"state.dir": ("--state", state)}
+        if passthrough:
+            named["mcp.passthrough"] = ("--passthrough", ",".join(passthrough))
+        loaded = _load(config, named)
+        where = Path(str(loaded.settings.value("state.dir")))
+        raise typer.Exit(run_shim(where, config=config, loop=loop, configured=loaded))
 
     @app.command()
     def servers(state: StateOption = None, as_json: JsonOption = False, daemon: DaemonOption = None) -> None:

@@ -59,6 +59,10 @@ class Config:
     """A whole configuration: the servers, every setting with its provenance, and warnings to show.
 
     ``path`` is the file consulted (``found`` says whether it existed).
+    ``text`` is what was read from it and ``stamp`` its ``(st_mtime_ns,
+    st_size)`` when it was read (``load_config`` fills both; ``None`` when no
+    file was read): what a running daemon was started with is compared by
+    them (``mcpx/gateway/_state.py``, spec/gateway.md §9).
     """
 
     path: str | None
@@ -67,6 +71,8 @@ class Config:
     servers: Mapping[str, UpstreamServer]
     settings: Settings
     warnings: tuple[str, ...] = field(default=())
+    text: str | None = field(default=None, repr=False, compare=False)
+    stamp: tuple[int, int] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready and secret-free: what ``mcpx settings --json`` prints."""

@@ -16,6 +16,7 @@ new ``0600`` temporary file in the same directory, then renamed over the old.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import stat
@@ -45,8 +46,12 @@ def load_config(
     home = env.get("HOME") or str(Path.home())
     location, chosen_by, required = config_location(env, home, path)
     text: str | None
+    stamp: tuple[int, int] | None = None
     try:
-        text = Path(location).read_text(encoding="utf-8")
+        with open(location, "rb") as file:
+            info = os.fstat(file.fileno())  # of the bytes read, whatever replaces the file meanwhile
+            stamp = (info.st_mtime_ns, info.st_size)
+            text = file.read().decode("utf-8")
     except FileNotFoundError:
         if required:
             fix = (
@@ -72,6 +77,8 @@ def load_config(
         home=home,
         found=text is not None,
     )
+    if text is not None:
+        config = dataclasses.replace(config, text=text, stamp=stamp)
     secrets = _literal_secrets(config) if text is not None else []
     if secrets:
         with contextlib.suppress(OSError):
@@ -106,14 +113,7 @@ def _literal_secrets(config: Config) -> list[str]:
 
 
 def _with_warning(config: Config, warning: str) -> Config:
-    return Config(
-        path=config.path,
-        found=config.found,
-        format=config.format,
-        servers=config.servers,
-        settings=config.settings,
-        warnings=(*config.warnings, warning),
-    )
+    return dataclasses.replace(config, warnings=(*config.warnings, warning))
 
 
 def ensure_state_dir(path: str | os.PathLike[str]) -> Path:

@@ -705,6 +705,12 @@ class Settings(Mapping[str, Setting]):
     def value(self, key: str) -> Any:
         return self[key].value
 
+    def given(self) -> Iterator[Setting]:
+        """Each setting given by the file, the environment or a flag, in table order; no default is computed."""
+        for item in self._items.values():
+            if isinstance(item, Setting) and item.source is not Source.DEFAULT:
+                yield item
+
     def duration(self, key: str) -> float:
         value = self.value(key)
         assert isinstance(value, float), key

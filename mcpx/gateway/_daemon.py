@@ -7,7 +7,9 @@ table below is the whole /v1 API; /openapi.json is generated from it.  Every
 error is JSON ``{"error": {"code": <stable string>, "message": <what to do>}}``.
 
 The daemon writes ``<state>/daemon.json`` (0600) once it listens — its URL,
-unix socket and pid — so the CLI finds it, and removes it when it stops.
+unix socket and pid, and what it was started with (``_state.started_with``)
+— so the CLI finds it and a shim can tell whether it serves the shim's
+configuration; it removes the file when it stops.
 
 Two ops reach an upstream's own answers beyond ``tools/call``:
 
@@ -63,7 +65,7 @@ from ..drivers._async import AppResponse
 from ._arguments import input_schema_of, needs_schema, typed_arguments
 from ._hosts import HostListener
 from ._server import GatewayServer
-from ._state import DAEMON_FILE, SERVE_SOCKET
+from ._state import DAEMON_FILE, SERVE_SOCKET, started_with
 from ._upstreams import Upstreams
 
 __all__ = ["DAEMON_FILE", "Ops", "run_daemon"]
@@ -841,6 +843,7 @@ def run_daemon(
         on_end=upstreams.scope_ended,
         max_line=settings.integer("transport.maxLine"),
         rounds=round_table,
+        choose=gateway.for_passthrough,  # each mcpx serve's own pass-through list (spec/gateway.md §9)
     )
     hosts.bind()
 
@@ -862,6 +865,8 @@ def run_daemon(
         allowed_hosts=frozenset(settings.names("transport.allowedHosts")),
     )
 
+    recorded = started_with(config)  # what a shim compares its own configuration with (spec/gateway.md §9)
+
     def started(urls: list[str]) -> None:
         url = next((u for u in urls if u.startswith("http")), None)
         base = url.rsplit("/", 1)[0] if url else None
@@ -873,6 +878,7 @@ def run_daemon(
             "serve": serve_path,
             "version": __version__,
             "loop": loop,
+            "started_with": recorded,
         }
         write_state_file(state, DAEMON_FILE, orjson.dumps(info))
         if ready is not None:

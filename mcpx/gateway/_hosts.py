@@ -11,16 +11,22 @@ upstream is started once per host, not per 2026-07-28 request).
 
 The socket protocol, one JSON object a line:
 
-* shim → daemon, first: ``{"v": 1, "mode": "fds", "resume": <handshake>|null}``
-  with three descriptors (stdin, stdout, the mirror); or ``"mode": "lines"``
-  and no descriptors, when they cannot be passed: the socket itself then
-  carries the host's messages both ways, newline-delimited JSON.
+* shim → daemon, first: ``{"v": 1, "mode": "fds", "resume": <handshake>|null,
+  "passthrough": [<name>, ...]}`` with three descriptors (stdin, stdout, the
+  mirror); or ``"mode": "lines"`` and no descriptors, when they cannot be
+  passed: the socket itself then carries the host's messages both ways,
+  newline-delimited JSON.  ``passthrough``, when present, is the host's own
+  choice of servers offered as themselves (``[]``: the gateway's tools),
+  whatever the daemon's ``mcp.passthrough`` (spec/gateway.md §9).
 * daemon → shim: ``{"handshake": {...}}`` once a legacy host's ``initialize``
   has settled (a restarted daemon resumes the session with it, so the host
   is not asked to initialize again); ``{"add": id}`` / ``{"done": id}`` for an
   id the mirror could not hold; ``{"ended": true}`` when the connection has
-  ended, after which the daemon closes the socket.  In ``lines`` mode the
-  shim sees every message itself and the daemon sends none of these.
+  ended, after which the daemon closes the socket; ``{"refused": <message>}``
+  instead of serving a hello it cannot (a pass-through name it does not
+  have), then it closes.  In ``lines`` mode the shim sees every message
+  itself and the daemon sends none of these (a refusal there is said in the
+  daemon's log, and the socket closed).
 
 When the shim's end closes (the host killed it), the connection ends with it.
 """
@@ -32,6 +38,7 @@ import itertools
 import json
 import os
 import socket
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -156,8 +163,12 @@ class HostListener:
         on_end: Callable[[str], None],
         max_line: int = DEFAULT_MAX_LINE,
         rounds: Callable[[], RoundTable] | None = None,
+        choose: Callable[[tuple[str, ...]], Server] | None = None,
     ) -> None:
         self.server = server
+        # The server for a host that chose its own pass-through list; ValueError (what to say)
+        # for a list it cannot have.  None: every host gets ``server``.
+        self.choose = choose
         self.config = config
         self.path = path
         self.on_end = on_end  # told the identity of each host whose connection ended
@@ -219,18 +230,38 @@ class HostListener:
                 for fd in fds:
                     os.close(fd)
                 return
+            fds_mode = hello.get("mode") == "fds" and len(fds) == 3
+            try:
+                server = self._server_for(hello)
+            except ValueError as exc:
+                for fd in fds:
+                    os.close(fd)
+                print(f"mcpx: a host's mcpx serve was refused: {exc}", file=sys.stderr, flush=True)
+                if fds_mode:
+                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                        await stream.send(json.dumps({"refused": str(exc)}).encode() + b"\n")
+                return
             identity = f"{HOST_PREFIX}{next(self._ids)}"
             self.served += 1
             try:
-                if hello.get("mode") == "fds" and len(fds) == 3:
-                    await self._serve_fds(stream, fds, hello.get("resume"), identity)
+                if fds_mode:
+                    await self._serve_fds(server, stream, fds, hello.get("resume"), identity)
                 else:
-                    await self._serve_lines(stream, rest, hello.get("resume"), identity)
+                    await self._serve_lines(server, stream, rest, hello.get("resume"), identity)
             finally:
                 for fd in fds:
                     with contextlib.suppress(OSError):
                         os.close(fd)
                 self.on_end(identity)
+
+    def _server_for(self, hello: dict[str, Any]) -> Server:
+        """The server this hello's host is served by: its own pass-through choice, or everybody's."""
+        chosen = hello.get("passthrough")
+        if chosen is None or self.choose is None:
+            return self.server
+        if not isinstance(chosen, list) or not all(isinstance(name, str) for name in chosen):
+            raise ValueError(f"the hello's passthrough must be a list of server names, not {chosen!r}")
+        return self.choose(tuple(chosen))
 
     def _connection(self, resume: Any, identity: str) -> StdioServerConnection:
         conn = StdioServerConnection(
@@ -242,7 +273,7 @@ class HostListener:
         return conn
 
     async def _serve_fds(
-        self, stream: anyio.abc.UNIXSocketStream, fds: list[int], resume: Any, identity: str
+        self, server: Server, stream: anyio.abc.UNIXSocketStream, fds: list[int], resume: Any, identity: str
     ) -> None:
         in_fd, out_fd, mirror_fd = fds
         conn = self._connection(resume, identity)
@@ -255,7 +286,7 @@ class HostListener:
                 async with open_stdio(backend, in_fd, out_fd) as (reader, writer):
                     tg.start_soon(self._until_shim_leaves, stream, tg.cancel_scope)
                     await serve_connection(
-                        self.server, conn, _WatchedReader(reader, announcer), writer, watch=announcer
+                        server, conn, _WatchedReader(reader, announcer), writer, watch=announcer
                     )
                 await announcer.send({"ended": True})
             finally:
@@ -263,10 +294,10 @@ class HostListener:
                 tg.cancel_scope.cancel()
 
     async def _serve_lines(
-        self, stream: anyio.abc.SocketStream, rest: bytes, resume: Any, identity: str
+        self, server: Server, stream: anyio.abc.SocketStream, rest: bytes, resume: Any, identity: str
     ) -> None:
         conn = self._connection(resume, identity)
-        await serve_connection(self.server, conn, _SocketReader(stream, rest), _SocketWriter(stream))
+        await serve_connection(server, conn, _SocketReader(stream, rest), _SocketWriter(stream))
 
     @staticmethod
     async def _until_shim_leaves(stream: anyio.abc.SocketStream, scope: anyio.CancelScope) -> None:

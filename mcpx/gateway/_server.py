@@ -26,6 +26,7 @@ shares the read in flight.
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import math
@@ -98,8 +99,26 @@ class _Known:
     timer: bool = False  # a task waits for ``refresh_at``
 
 
+_VIEWS = 64  # distinct pass-through choices of hosts one daemon keeps a surface for
+
+
+@dataclass
+class _Shared:
+    """What every pass-through view of one gateway shares: the catalog generation, the background, the views."""
+
+    generation: int = 0  # bumped whenever any server's catalog changes
+    background: anyio.abc.TaskGroup | None = None  # warm()'s: refreshes of mcpx's own accord
+    views: dict[tuple[str, ...], GatewayServer] = field(default_factory=dict)
+
+
 class GatewayServer(Server):
-    """mcpx's own MCP server in front of ``upstreams``; ``passthrough`` names servers offered as themselves."""
+    """mcpx's own MCP server in front of ``upstreams``; ``passthrough`` names servers offered as themselves.
+
+    ``for_passthrough`` gives the same gateway with another pass-through
+    list, for a host that chose its own (``mcpx serve --passthrough``): one
+    view per distinct list, sharing the catalogs, their reads and refreshes;
+    each builds its own surface and tells its own hosts of changes.
+    """
 
     def __init__(
         self,
@@ -125,9 +144,8 @@ class GatewayServer(Server):
         self.sse_poll_after = sse_poll_after  # transport.ssePollAfter; 0: never
         self._servers = tuple(upstreams.servers)
         self._known = {name: _Known() for name in self._servers}
-        self._generation = 0  # bumped whenever any server's catalog changes
+        self._shared = _Shared(views={self.passthrough: self})
         self._built: tuple[int, GatewaySurface] | None = None  # the surface of that generation
-        self._background: anyio.abc.TaskGroup | None = None  # warm()'s: refreshes of mcpx's own accord
         self._header_params: dict[str, Mapping[str, str]] = {}
         self._task_support: dict[str, str] = {}  # pass-through tools' execution.taskSupport
         unknown = [name for name in self.passthrough if name not in upstreams.servers]
@@ -139,6 +157,59 @@ class GatewayServer(Server):
         if self.passthrough:
             upstreams.watch(self.passthrough, self._upstream_changed, self._upstream_resource_updated)
         upstreams.on_catalog_stale = self._catalog_stale
+
+    @property
+    def _generation(self) -> int:
+        return self._shared.generation
+
+    @_generation.setter
+    def _generation(self, value: int) -> None:
+        self._shared.generation = value
+
+    @property
+    def _background(self) -> anyio.abc.TaskGroup | None:
+        return self._shared.background
+
+    @_background.setter
+    def _background(self, value: anyio.abc.TaskGroup | None) -> None:
+        self._shared.background = value
+
+    def for_passthrough(self, names: Sequence[str]) -> GatewayServer:
+        """This gateway as a host that chose ``names`` as its pass-through servers is served by.
+
+        ``()`` is the gateway's own tools only.  Raises ``ValueError`` naming
+        the configured servers when one of ``names`` is not one of them (or
+        is named twice), and when ``_VIEWS`` other lists are in use already.
+        """
+        chosen = tuple(names)
+        view = self._shared.views.get(chosen)
+        if view is not None:
+            return view
+        configured = ", ".join(self._servers) or "none"
+        unknown = [name for name in chosen if name not in self.upstreams.servers]
+        if unknown:
+            raise ValueError(
+                f"--passthrough names {', '.join(unknown)}, not a server of the daemon (configured: {configured})"
+            )
+        if len(set(chosen)) != len(chosen):
+            raise ValueError(f"--passthrough names a server twice: {', '.join(chosen)}")
+        if len(self._shared.views) >= _VIEWS:
+            raise ValueError(
+                f"the daemon serves {_VIEWS} different pass-through lists already; restart it (`mcpx stop`) "
+                "or give the hosts fewer different lists"
+            )
+        view = copy.copy(self)  # shares the catalogs (_known), the pool and _shared
+        view.passthrough = chosen
+        view._built, view._header_params, view._task_support = None, {}, {}
+        view._listeners = []  # its own hosts' sessions
+        self._shared.views[chosen] = view
+        watched = sorted({name for each in self._shared.views for name in each})
+        self.upstreams.watch(watched, self._upstream_changed, self._upstream_resource_updated)
+        return view
+
+    def _views_passing(self, server: str) -> list[GatewayServer]:
+        """The views (this one among them) that pass ``server`` through."""
+        return [view for view in self._shared.views.values() if server in view.passthrough]
 
     # -- what the session asks of a Server --------------------------------------------------
 
@@ -186,13 +257,16 @@ class GatewayServer(Server):
 
         Legacy hosts get the notification unsolicited, 2026-07-28 ones on
         their ``subscriptions/listen`` streams; the session decides which.
+        Only the hosts of views that pass ``server`` through hear of it.
         """
-        self._changed(kind)
+        for view in self._views_passing(server):
+            view._changed(kind)
 
     def _upstream_resource_updated(self, server: str, uri: str) -> None:
         """A pass-through upstream's resource changed: its subscribers among the hosts hear of it."""
-        self.notify_resource_updated(uri)  # pass-through offers upstream URIs as they are,
-        self.notify_resource_updated(mcpx_uri(server, uri))  # and each also as mcpx://<server>/<uri>
+        for view in self._views_passing(server):
+            view.notify_resource_updated(uri)  # pass-through offers upstream URIs as they are,
+            view.notify_resource_updated(mcpx_uri(server, uri))  # and each also as mcpx://<server>/<uri>
 
     def subscribed(self, uri: str) -> None:
         """A host subscribed to ``uri``: the pass-through upstream that owns it is subscribed too.
@@ -524,10 +598,11 @@ class GatewayServer(Server):
         known.seen, known.listed_at, known.fresh_until = catalog, listed_at, fresh_until
         if catalog != previous:
             self._generation += 1
-            if previous is not None and name in self.passthrough:
+            if previous is not None:
                 # Found by a refresh, not announced (an instance start, an expired ttlMs): hosts hear of it.
-                for kind in sorted(_changed_kinds(previous, catalog) - announced):
-                    self._changed(kind)
+                for view in self._views_passing(name):
+                    for kind in sorted(_changed_kinds(previous, catalog) - announced):
+                        view._changed(kind)
         self._schedule(name)
 
     def _schedule(self, name: str) -> None:

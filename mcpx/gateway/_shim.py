@@ -21,8 +21,17 @@ says so on stderr and exits 1.
 host and the socket, and keeps the in-flight ids and the handshake itself
 from what it relays.
 
-This module needs the standard library only, so that ``mcpx serve`` starts
-fast.
+**A daemon of another configuration.**  One daemon serves a state
+directory.  Before a host is handed over, the shim compares its own
+configuration (the file, and the settings it was given) with what the
+daemon records it was started with (``_state.differences``); where they
+differ, the host is not served: the shim says what differs and what to do,
+and exits 2.  ``mcp.passthrough`` is the exception: each host chooses its
+own (``--passthrough``, ``MCPX_MCP_PASSTHROUGH``, the file), carried in the
+hello, over the servers the daemon has (spec/gateway.md §9).
+
+This module needs the standard library only (and ``mcpx.config``, for the
+settings), so that ``mcpx serve`` starts fast.
 """
 
 from __future__ import annotations
@@ -39,9 +48,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._state import MIRROR_SIZE, daemon_info, read_mirror
+from ._state import MIRROR_SIZE, daemon_info, differences, read_mirror, refusal
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 __all__ = ["ensure_daemon", "run_shim"]
 
@@ -154,8 +166,8 @@ class _Host:
                 self.write(out)
 
 
-def _follow(sock: socket.socket, host: _Host) -> bool:
-    """Read the daemon's lines until its socket closes: True if it said the connection ended."""
+def _follow(sock: socket.socket, host: _Host) -> bool | str:
+    """Read the daemon's lines until its socket closes: True if it said the connection ended, its refusal if it refused."""
     buffer = b""
     while True:
         try:
@@ -175,6 +187,9 @@ def _follow(sock: socket.socket, host: _Host) -> bool:
                 continue
             if message.get("ended"):
                 return True
+            refused = message.get("refused")
+            if isinstance(refused, str):
+                return refused
             if isinstance(message.get("handshake"), dict):
                 host.handshake = message["handshake"]
             if "add" in message:
@@ -190,9 +205,10 @@ class _Relay:
     whichever daemon socket is current and waits while there is none.
     """
 
-    def __init__(self, host: _Host, stdin_fd: int) -> None:
+    def __init__(self, host: _Host, stdin_fd: int, choice: dict[str, Any]) -> None:
         self.host = host
         self.stdin_fd = stdin_fd
+        self.choice = choice  # the hello's per-connection choices
         self.pending: dict[str, Any] = {}
         self.initialize: dict[str, Any] | None = None
         self.host_ended = False
@@ -241,7 +257,7 @@ class _Relay:
 
     def run(self, sock: socket.socket) -> bool:
         """Relay on ``sock`` until it closes: True if the host had ended its input first."""
-        sock.sendall(_line({"v": 1, "mode": "lines", "resume": self.host.handshake}))
+        sock.sendall(_line({"v": 1, "mode": "lines", "resume": self.host.handshake, **self.choice}))
         with self.changed:
             self.sock = sock
             self.changed.notify_all()
@@ -285,8 +301,10 @@ class _Relay:
         return ids
 
 
-def _hand_over(sock: socket.socket, host: _Host, stdin_fd: int, stdout_fd: int, mirror_fd: int) -> bool:
-    hello = _line({"v": 1, "mode": "fds", "resume": host.handshake})
+def _hand_over(
+    sock: socket.socket, host: _Host, stdin_fd: int, stdout_fd: int, mirror_fd: int, choice: dict[str, Any]
+) -> bool | str:
+    hello = _line({"v": 1, "mode": "fds", "resume": host.handshake, **choice})
     socket.send_fds(sock, [hello], [stdin_fd, stdout_fd, mirror_fd])
     return _follow(sock, host)
 
@@ -299,17 +317,24 @@ def run_shim(
     stdin_fd: int = 0,
     stdout_fd: int = 1,
     relay: bool | None = None,
+    configured: Config | None = None,
 ) -> int:
     """Serve the host on ``stdin_fd``/``stdout_fd`` through the daemon until its connection ends; the exit code.
 
     ``relay`` forces (True) or forbids (False) the ``lines`` fallback; by
     default it is used only where descriptors cannot be passed.
+    ``configured`` is the shim's own configuration: a daemon started with
+    another is refused (``_state.differences``), and its ``mcp.passthrough``
+    is this host's choice.  ``None`` takes whatever daemon runs, as it is.
     """
     if relay is None:
         relay = not hasattr(socket, "send_fds") or os.environ.get("MCPX_SERVE_RELAY") == "1"
+    choice: dict[str, Any] = {}
+    if configured is not None:
+        choice["passthrough"] = list(configured.settings.value("mcp.passthrough"))
     host = _Host(stdout_fd)
     mirror_fd = -1 if relay else _mirror_fd(state_dir)
-    shuttle = _Relay(host, stdin_fd) if relay else None
+    shuttle = _Relay(host, stdin_fd, choice) if relay else None
     lost: collections.deque[float] = collections.deque()
     while True:
         try:
@@ -325,6 +350,11 @@ def run_shim(
                 file=sys.stderr,
             )
             return 2
+        if configured is not None:
+            found = differences(info, configured)
+            if found:  # checked on every daemon, a restarted one too: another shim may have started it
+                print(refusal(info, found, state_dir, configured), file=sys.stderr)
+                return 2
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(path)
@@ -334,13 +364,17 @@ def run_shim(
             with contextlib.suppress(OSError):
                 (state_dir / "daemon.json").unlink()
             continue
+        ended: bool | str
         with sock:
             if shuttle is not None:
                 ended = shuttle.run(sock)
                 in_flight = shuttle.take_pending()
             else:
-                ended = _hand_over(sock, host, stdin_fd, stdout_fd, mirror_fd)
+                ended = _hand_over(sock, host, stdin_fd, stdout_fd, mirror_fd, choice)
                 in_flight = [] if ended else read_mirror(mirror_fd)
+        if isinstance(ended, str):
+            print(f"mcpx: not served: {ended}", file=sys.stderr)
+            return 2
         if ended:
             return 0
         _reap()
@@ -364,19 +398,20 @@ def run_shim(
                 info_path.unlink()
 
 
-_OPTIONS = ("--transport", "--config", "--loop", "--state")
+_OPTIONS = ("--transport", "--config", "--loop", "--state", "--passthrough")
 
 
 def main(argv: Sequence[str]) -> int | None:
     """``mcpx serve`` without the command-line framework: its exit code, or ``None`` to leave it to typer.
 
     Only the options ``mcpx serve`` has are read here (``--transport``,
-    ``--config``, ``--loop``, ``--state``, as ``--name value`` or
-    ``--name=value``); anything else (``--help``, a mistake) is left to the
-    typer command, which says what is wrong exactly as before.  The state
-    directory comes from the same settings layers as every command's.
+    ``--config``, ``--loop``, ``--state``, ``--passthrough`` (repeatable), as
+    ``--name value`` or ``--name=value``); anything else (``--help``, a
+    mistake) is left to the typer command, which says what is wrong exactly
+    as before.  The settings come from the same layers as every command's.
     """
     given: dict[str, str] = {}
+    passed: list[str] = []
     args = iter(argv)
     for arg in args:
         name, eq, value = arg.partition("=")
@@ -386,19 +421,30 @@ def main(argv: Sequence[str]) -> int | None:
             value = next(args, "")
             if not value or value.startswith("--"):
                 return None
-        given[name[2:]] = value
+        if name == "--passthrough":
+            passed.append(value)
+        else:
+            given[name[2:]] = value
     loop = given.get("loop") or os.environ.get("MCPX_LOOP")  # None: the daemon's own default
     if given.get("transport", "stdio") != "stdio" or loop not in (None, "asyncio", "uvloop", "trio"):
         return None  # the typer command refuses these with its own message
     from ..config import ConfigError, load_config
 
+    flags: dict[str, object] = {"state.dir": given["state"]} if "state" in given else {}
+    if passed:
+        flags["mcp.passthrough"] = ",".join(passed)
     try:
         loaded = load_config(
             given.get("config"),
-            flags={"state.dir": given["state"]} if "state" in given else {},
-            flag_origins={"state.dir": "--state"},
+            flags=flags,
+            flag_origins={"state.dir": "--state", "mcp.passthrough": "--passthrough"},
         )
     except (ConfigError, ValueError) as exc:
         print(f"mcpx: {exc}", file=sys.stderr)
         return 2
-    return run_shim(Path(str(loaded.settings.value("state.dir"))), config=given.get("config"), loop=loop)
+    return run_shim(
+        Path(str(loaded.settings.value("state.dir"))),
+        config=given.get("config"),
+        loop=loop,
+        configured=loaded,
+    )

@@ -6,7 +6,15 @@ imported.
 
 ``daemon.json`` (written by the daemon once it listens, 0600, removed when it
 stops) names the daemon's pid, its HTTP URLs, its unix socket for HTTP
-(``unix``) and the socket a shim hands a host's stdio to (``serve``).
+(``unix``) and the socket a shim hands a host's stdio to (``serve``).  It
+also says what the daemon was started with (``started_with``): the
+configuration file (its path, ``(mtime_ns, size)`` and SHA-256 when read),
+the value of every setting that shapes what a host is served
+(``HOST_SETTINGS``), and the configured servers' names.  A shim compares its
+own configuration with that (``differences``) before it hands a host over,
+so a host is never silently served by a daemon of another configuration
+(spec/gateway.md §9).  The common case costs a ``stat`` already made and a
+few string comparisons: the file is hashed only when its stamp differs.
 
 The **in-flight mirror** is how a shim answers the requests its host had in
 flight when the daemon died, at no cost per call over the socket: the shim
@@ -28,18 +36,26 @@ import contextlib
 import json
 import mmap
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..config import Config, Setting
 
 __all__ = [
     "DAEMON_FILE",
+    "HOST_SETTINGS",
     "MIRROR_SIZE",
     "SERVE_SOCKET",
     "SLOT",
     "InflightMirror",
     "daemon_info",
+    "differences",
     "encode_id",
     "read_mirror",
+    "refusal",
+    "started_with",
 ]
 
 DAEMON_FILE = "daemon.json"
@@ -47,6 +63,112 @@ SERVE_SOCKET = "serve.sock"
 SLOT = 64
 SLOTS = 1024
 MIRROR_SIZE = SLOT * SLOTS
+
+
+# The settings that shape what a host handed over on serve.sock is served (spec/configuration.md).
+# Not here: state.dir (the same by construction: it is how the shim found the daemon),
+# daemon.endpoint (the CLI's, not the daemon's), the HTTP listener's (transport.address, port,
+# allowedOrigins, allowedHosts, sseKeepAlive, ssePollAfter, maxBody, requestTimeout: a stdio
+# host never meets them), and mcp.passthrough, which each host chooses for itself (the hello).
+HOST_SETTINGS = (
+    "spec.precedence",
+    "spec.first",
+    "spec.lenient",
+    "proto.askTimeout",
+    "proto.askRounds",
+    "proto.stateTTL",
+    "pool.callTimeout",
+    "pool.idleTimeout",
+    "pool.drain",
+    "pool.startTimeout",
+    "pool.backoff",
+    "pool.maxSpawnsPerMinute",
+    "pool.spare",
+    "transport.stdioDrain",
+    "transport.maxLine",
+)
+
+
+def _digest(text: str) -> str:
+    import hashlib  # only when a stamp differs (or in the daemon): OpenSSL costs a shim ~3 ms
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _real(path: str | None) -> str | None:
+    return None if path is None else os.path.realpath(path)
+
+
+def started_with(config: Config) -> dict[str, Any]:
+    """What ``daemon.json`` records of the configuration a daemon was started with (``differences`` reads it)."""
+    return {
+        "config": {
+            "path": _real(config.path),
+            "found": config.found,
+            "stamp": list(config.stamp) if config.stamp is not None else None,
+            "sha256": _digest(config.text) if config.text is not None else None,
+        },
+        "settings": {key: config.settings[key].text() for key in HOST_SETTINGS},
+        "servers": list(config.servers),
+    }
+
+
+def differences(info: dict[str, Any], config: Config) -> list[str]:
+    """How ``config`` (a shim's) differs from what the daemon of ``info`` was started with; ``[]``: it does not.
+
+    Each entry names one difference in words for the user.  A setting counts
+    only where ``config`` was given it (the file, the environment or a flag)
+    and its value is not the daemon's: a default asks for nothing.  A
+    daemon that records nothing (an older mcpx) is not second-guessed.
+    """
+    recorded = info.get("started_with")
+    if not isinstance(recorded, dict):
+        return []
+    found: list[str] = []
+    theirs = recorded.get("config") or {}
+    path = _real(config.path)
+    if theirs.get("path") != path:
+        found.append(
+            f"the daemon was started with the configuration file {theirs.get('path')}"
+            f"{'' if theirs.get('found') else ' (not there: the built-in default)'}; "
+            f"this serve reads {path}{'' if config.found else ' (not there: the built-in default)'}"
+        )
+    elif bool(theirs.get("found")) != config.found or (
+        config.text is not None
+        and theirs.get("stamp") != list(config.stamp or ())
+        and theirs.get("sha256") != _digest(config.text)
+    ):
+        found.append(
+            f"{path} has changed since the daemon (pid {info.get('pid')}) read it, "
+            "and a daemon reads its configuration only when it starts"
+        )
+    settings = recorded.get("settings") or {}
+    for setting in _given(config, settings):
+        shown = setting.text()
+        if shown != settings[setting.key]:
+            found.append(
+                f"{setting.key} is {shown} here (from {setting.origin}); the daemon's is {settings[setting.key]}"
+            )
+    return found
+
+
+def _given(config: Config, recorded: dict[str, Any]) -> Iterator[Setting]:
+    """The settings ``config`` was given (not defaults, none computed) that the daemon recorded."""
+    return (s for s in config.settings.given() if s.key in recorded)
+
+
+def refusal(info: dict[str, Any], found: list[str], state: str | os.PathLike[str], config: Config) -> str:
+    """The message of a serve refused for ``found`` (``differences``): what differs, and the ways on."""
+    again = "mcpx serve" + (f" --config {config.path}" if config.found else "")
+    listed = "".join(f"\n  - {line}" for line in found)
+    return (
+        f"mcpx: not served: the daemon running for {state} (pid {info.get('pid')}) does not have this "
+        f"serve's configuration:{listed}\n"
+        f"Either stop it (`mcpx stop --state {state}`): the next `mcpx serve` starts a daemon with this "
+        "configuration (and the hosts of the old one, reconnecting, are served by it); or give this "
+        f"configuration a daemon of its own: `{again} --state DIR` (or MCPX_STATE=DIR) in the host's "
+        "server entry."
+    )
 
 
 def daemon_info(state_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
