@@ -34,6 +34,7 @@ When the shim's end closes (the host killed it), the connection ends with it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -180,6 +181,7 @@ class HostListener:
         self._ids = itertools.count(1)
         self.served = 0  # hosts whose connection was handed over
         self._sock: socket.socket | None = None
+        self._configs: dict[int, tuple[Server, ServerConfig]] = {}  # by id() of a chosen server
 
     def bind(self) -> None:
         """Listen on ``path`` now (owner-only), before ``daemon.json`` tells shims where to find it."""
@@ -263,9 +265,24 @@ class HostListener:
             raise ValueError(f"the hello's passthrough must be a list of server names, not {chosen!r}")
         return self.choose(tuple(chosen))
 
-    def _connection(self, resume: Any, identity: str) -> StdioServerConnection:
+    def _config_for(self, server: Server) -> ServerConfig:
+        """The session configuration of a host served by ``server``: what it declares is that server's own."""
+        if server is self.server:
+            return self.config
+        found = self._configs.get(id(server))
+        if found is None or found[0] is not server:
+            config = dataclasses.replace(
+                self.config,
+                capabilities=server.capabilities(),
+                task_support=server.task_support,
+                on_subscribe=server.subscribed,
+            )
+            found = self._configs[id(server)] = (server, config)
+        return found[1]
+
+    def _connection(self, server: Server, resume: Any, identity: str) -> StdioServerConnection:
         conn = StdioServerConnection(
-            self.config, identity=identity, max_line=self.max_line, rounds=self.rounds()
+            self._config_for(server), identity=identity, max_line=self.max_line, rounds=self.rounds()
         )
         if isinstance(resume, dict):
             with contextlib.suppress(Exception):  # a handshake this daemon cannot take: the host starts anew
@@ -276,7 +293,7 @@ class HostListener:
         self, server: Server, stream: anyio.abc.UNIXSocketStream, fds: list[int], resume: Any, identity: str
     ) -> None:
         in_fd, out_fd, mirror_fd = fds
-        conn = self._connection(resume, identity)
+        conn = self._connection(server, resume, identity)
         backend = "trio" if sniffio.current_async_library() == "trio" else "asyncio"
         async with anyio.create_task_group() as tg:
             announcer = _Announcer(stream, conn, tg)
@@ -296,7 +313,7 @@ class HostListener:
     async def _serve_lines(
         self, server: Server, stream: anyio.abc.SocketStream, rest: bytes, resume: Any, identity: str
     ) -> None:
-        conn = self._connection(resume, identity)
+        conn = self._connection(server, resume, identity)
         await serve_connection(server, conn, _SocketReader(stream, rest), _SocketWriter(stream))
 
     @staticmethod
