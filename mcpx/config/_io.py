@@ -48,10 +48,10 @@ def load_config(
     text: str | None
     stamp: tuple[int, int] | None = None
     try:
-        with open(location, "rb") as file:
-            info = os.fstat(file.fileno())  # of the bytes read, whatever replaces the file meanwhile
+        with open(location, encoding="utf-8") as file:  # text mode, as Path.read_text: newlines translated
+            info = os.fstat(file.fileno())  # of the file read, whatever replaces it meanwhile
             stamp = (info.st_mtime_ns, info.st_size)
-            text = file.read().decode("utf-8")
+            text = file.read()
     except FileNotFoundError:
         if required:
             fix = (
