@@ -447,8 +447,14 @@ def register(app: typer.Typer) -> None:
             return
         for server in answer["servers"]:
             pool = server.get("pool") or {}
+            catalog = server.get("catalog") or {}
             where = server.get("url") or " ".join([server.get("command", ""), *server.get("args", [])])
-            typer.echo(f"{server['name']:<16} {pool.get('state', '?'):<12} {server['transport']:<6} {where}")
+            typer.echo(
+                f"{server['name']:<16} {pool.get('state', '?'):<12} {catalog.get('status', '?'):<12} "
+                f"{server['transport']:<6} {where}"
+            )
+            if catalog.get("detail"):
+                typer.echo(f"  {catalog['status']}: {catalog['detail']}")
         _echo_collisions(answer.get("collisions", ()))
 
     @app.command()

@@ -572,6 +572,15 @@ SETTINGS: Final[tuple[SettingDef, ...]] = (
         description="Configured servers whose tools, prompts and resources are offered under their own names.",
     ),
     SettingDef(
+        key="mcp.listWait",
+        kind=_duration(positive=True),
+        initial=10.0,
+        description=(
+            "How long a host's listing waits for a server still starting; then it is served without that "
+            "server, whose catalog is read on in the background, and hosts are told (list_changed) when it comes."
+        ),
+    ),
+    SettingDef(
         key="state.dir",
         kind=_path(),
         initial=None,  # computed from the environment: see default_state_dir

@@ -631,7 +631,8 @@ _TOOLS: Final[tuple[Mapping[str, Any], ...]] = (
         "name": "mcpx_servers",
         "title": "List upstream servers",
         "description": (
-            "List mcpx's upstream servers: each one's name, status, MCP era and revision, whether it is passed "
+            "List mcpx's upstream servers: each one's name, status (ready; starting: its tools are listed once "
+            "it is up; failed, with why in detail; not started), MCP era and revision, whether it is passed "
             "through under its own names, and how many tools, prompts, resources and resource templates it "
             "offers; and which names several passed-through servers offer, with the aliases each is offered "
             f"under instead. {_JSON_TEXT_NOTE}"

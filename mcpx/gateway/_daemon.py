@@ -317,15 +317,18 @@ async def _health(ops: Ops, params: Mapping[str, Any]) -> Any:
 async def _servers(ops: Ops, params: Mapping[str, Any]) -> Any:
     """The configured servers with their pool state, and the collisions of the catalogs last read.
 
+    ``catalog`` is what hosts are shown of each server (spec/gateway.md §1):
+    ``{status: ready | starting | failed | not started, detail?}``.
     ``collisions`` are what several passed-through servers offer under one
     name or URI, and what each is offered as instead (spec/gateway.md §2); it
     reads no catalog, so before the first listing it is empty.
     """
     pool = {s.server: s.to_json() for s in ops.upstreams.status()}
     surface = ops.gateway.last_surface if ops.gateway is not None else None
+    catalogs = ops.gateway.catalog_states() if ops.gateway is not None else {}
     return {
         "servers": [
-            {"name": name, **server.describe(), "pool": pool.get(name)}
+            {"name": name, **server.describe(), "pool": pool.get(name), "catalog": catalogs.get(name)}
             for name, server in ops.servers.items()
         ],
         "collisions": [c.to_json() for c in surface.collisions] if surface is not None else [],
@@ -830,6 +833,7 @@ def run_daemon(
         passthrough=passthrough,
         version=__version__,
         sse_poll_after=settings.value("transport.ssePollAfter"),
+        list_wait=settings.duration("mcp.listWait"),
     )
 
     session_config = gateway.session_config(

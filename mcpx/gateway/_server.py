@@ -22,6 +22,15 @@ positive ``ttlMs`` runs out.  Every change of a catalog bumps a generation,
 and the surface (with the pass-through tools' hints) is built once per
 generation.  Reads of one server are one at a time: a request that needs one
 shares the read in flight.
+
+A host's listing waits for a catalog not read yet (a server still starting)
+no longer than ``list_wait`` (``mcp.listWait``), and never longer than the
+read itself (the start timeout bounds it): the read goes on in the
+background, the listing is served without that server, and ``mcpx_servers``
+shows it as ``starting``.  When a catalog some listing was served without
+arrives, hosts are told exactly as of an upstream's own change
+(``_changed``: unsolicited to a legacy host, on its listen stream to a
+2026-07-28 one), for each list it adds to (spec/gateway.md §5).
 """
 
 from __future__ import annotations
@@ -80,6 +89,8 @@ _NEEDS_CATALOGS = frozenset({"mcpx_servers", "mcpx_search", "mcpx_describe"})
 # sooner than this, a little later at random, and only while an instance runs.
 _REFRESH_MIN = 5.0  # seconds
 _REFRESH_JITTER = 0.1  # up to this much of the interval later
+LIST_WAIT = 10.0
+"""``mcp.listWait``'s default: how long a host's listing waits for a catalog not read yet (seconds)."""
 
 _Read = tuple[UpstreamCatalog, float, float]
 """One read of a server's catalog: the catalog, when it was read, until when a listing may use it."""
@@ -97,6 +108,9 @@ class _Known:
     refreshing: anyio.Event | None = None  # a read in flight, set when it ends
     refresh_at: float = math.inf  # when the background refresh of a positive ttlMs is due
     timer: bool = False  # a task waits for ``refresh_at``
+    left_out: bool = (
+        False  # a host's listing was served without a ready catalog of it: tell hosts when one comes
+    )
 
 
 _VIEWS = 64  # distinct pass-through choices of hosts one daemon keeps a surface for
@@ -128,6 +142,7 @@ class GatewayServer(Server):
         passthrough: Sequence[str] = (),
         version: str = "0.1.0",
         sse_poll_after: float = 0.0,
+        list_wait: float = LIST_WAIT,
     ) -> None:
         super().__init__(
             "mcpx",
@@ -142,6 +157,8 @@ class GatewayServer(Server):
         self.cursor_key = cursor_key
         self.passthrough = tuple(passthrough)
         self.sse_poll_after = sse_poll_after  # transport.ssePollAfter; 0: never
+        self.list_wait = list_wait  # mcp.listWait: a host's listing waits no longer for a server's catalog
+        self._own_scopes = itertools.count(1)  # scope keys of background reads made for per-request listings
         self._servers = tuple(upstreams.servers)
         self._known = {name: _Known() for name in self._servers}
         self._shared = _Shared(views={self.passthrough: self})
@@ -407,18 +424,29 @@ class GatewayServer(Server):
     ) -> Outcome:
         key, per_request = scope_key(context)
         try:
-            return await self._answer(method, params, context.revision, ctx, key)
+            return await self._answer(method, params, context.revision, ctx, key, per_request=per_request)
         finally:
             if per_request:  # a 2026-07-28 request is its own scope: its instances go with it
                 self.upstreams.scope_ended(key)
 
     async def _answer(
-        self, method: str, params: Mapping[str, Any], revision: Revision, ctx: Context, key: str
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        revision: Revision,
+        ctx: Context,
+        key: str,
+        *,
+        per_request: bool = False,
     ) -> Outcome:
         servers, listing = self._needs_catalogs(method, params)
-        await self._read_catalogs(servers, key, listing=listing)
+        bound = self.list_wait if listing else None
+        await self._read_catalogs(servers, key, listing=listing, bound=bound, per_request=per_request)
         surface = self._current()
         if method in _LISTS:
+            for name in servers:  # served without it: hosts hear when its catalog arrives (_store)
+                if not _ready(self._known[name].seen):
+                    self._known[name].left_out = True
             page: Page | GatewayError = getattr(surface, _LISTS[method])(params.get("cursor"))
             if isinstance(page, Page) and params.get("cursor") is None:
                 _report_collisions(surface.collisions_in(page.kind), method, ctx)
@@ -514,10 +542,7 @@ class GatewayServer(Server):
         built = self._built
         if built is not None and built[0] == self._generation:
             return built[1]
-        catalogs = {
-            name: known.seen or UpstreamCatalog(name=name, status="not started")
-            for name, known in self._known.items()
-        }
+        catalogs = {name: _shown(name, known) for name, known in self._known.items()}
         surface = GatewaySurface(
             list(catalogs.values()), cursor_key=self.cursor_key, passthrough=self.passthrough
         )
@@ -540,12 +565,47 @@ class GatewayServer(Server):
             return False
         return asked is None or known.listed_at >= asked or asked < known.fresh_until
 
-    async def _read_catalogs(self, names: Sequence[str], scope_key: str | None, *, listing: bool) -> None:
-        """Each of ``names`` with a catalog the request can use, read (concurrently) where it has none."""
+    def catalog_states(self) -> dict[str, dict[str, Any]]:
+        """Each server's catalog as hosts see it now, for ``GET /v1/servers``: ``{status, detail?}``.
+
+        ``ready``; ``starting`` while a read of a server with no ready catalog
+        is in flight; ``failed`` with why; ``not started`` before any read.
+        Nothing is read to answer.
+        """
+        states: dict[str, dict[str, Any]] = {}
+        for name, known in self._known.items():
+            shown = _shown(name, known)
+            states[name] = {"status": shown.status}
+            if shown.detail:
+                states[name]["detail"] = shown.detail
+        return states
+
+    async def _read_catalogs(
+        self,
+        names: Sequence[str],
+        scope_key: str | None,
+        *,
+        listing: bool,
+        bound: float | None = None,
+        per_request: bool = False,
+    ) -> None:
+        """Each of ``names`` with a catalog the request can use, read (concurrently) where it has none.
+
+        ``bound`` (a host's listing): wait at most that long; a read still
+        going on then goes on in the background (``_read_aside``), and its
+        server is left out of this request.  ``per_request``: ``scope_key``
+        ends with the request, so such a read uses a scope of its own.
+        """
         asked = time.monotonic() if listing else None
         due = [name for name in names if not self._usable(self._known[name], asked)]
         if not due:
             return  # the usual case: nothing is read on the request's way
+        if bound is not None and self._background is not None:
+            with anyio.move_on_after(bound):
+                async with anyio.create_task_group() as tg:
+                    for name in due:
+                        tg.start_soon(self._ensure_aside, name, asked, scope_key, per_request)
+            return
         if len(due) == 1:
             await self._ensure(due[0], asked, scope_key)
             return
@@ -563,6 +623,36 @@ class GatewayServer(Server):
             await self._refresh(name, functools.partial(self._catalog, name, scope_key))
             return
 
+    async def _ensure_aside(
+        self, name: str, asked: float | None, scope_key: str | None, per_request: bool
+    ) -> None:
+        """``_ensure``, its reads made in the background task group: a waiter that gives up leaves them running."""
+        known = self._known[name]
+        while not self._usable(known, asked):
+            if known.refreshing is None:
+                self._read_aside(name, scope_key, per_request)
+            assert known.refreshing is not None
+            await known.refreshing.wait()
+
+    def _read_aside(self, name: str, scope_key: str | None, per_request: bool) -> None:
+        """Read ``name``'s catalog through the pool in the background (``warm()``'s task group)."""
+        assert self._background is not None
+        known = self._known[name]
+        done = known.refreshing = anyio.Event()
+        if not _ready(known.seen):
+            self._generation += 1  # shown as "starting" from now on
+        own = f"mcpx/catalog-read:{next(self._own_scopes)}" if per_request or scope_key is None else None
+        key = own or scope_key
+
+        async def read() -> None:
+            try:
+                await self._refresh(name, functools.partial(self._catalog, name, key), done)
+            finally:
+                if own is not None:  # connection-scoped instances started for it stop
+                    self.upstreams.scope_ended(own)
+
+        self._background.start_soon(read)
+
     async def _ensure_running(self, name: str, asked: float, instance: int | None) -> None:
         """``name``'s catalog read again since ``asked``, from a running instance (``instance``, or any)."""
         known = self._known[name]
@@ -573,15 +663,23 @@ class GatewayServer(Server):
             await self._refresh(name, functools.partial(self._running_catalog, name, instance))
             return
 
-    async def _refresh(self, name: str, read: Callable[[], Awaitable[_Read | None]]) -> None:
+    async def _refresh(
+        self, name: str, read: Callable[[], Awaitable[_Read | None]], done: anyio.Event | None = None
+    ) -> None:
+        """One read of ``name``'s catalog, kept; ``done`` (already ``known.refreshing``) set when it ends."""
         known = self._known[name]
-        done = known.refreshing = anyio.Event()
+        if done is None:
+            done = known.refreshing = anyio.Event()
+        if not _ready(known.seen):
+            self._generation += 1  # shown as "starting" meanwhile
         try:
             got = await read()
             if got is not None:
                 self._store(name, *got)
         finally:
             known.refreshing = None
+            if not _ready(known.seen):
+                self._generation += 1  # "starting" no more
             done.set()
 
     def _store(self, name: str, catalog: UpstreamCatalog, listed_at: float, fresh_until: float) -> None:
@@ -598,7 +696,15 @@ class GatewayServer(Server):
         known.seen, known.listed_at, known.fresh_until = catalog, listed_at, fresh_until
         if catalog != previous:
             self._generation += 1
-            if previous is not None:
+            if known.left_out and _ready(catalog):
+                # A listing was served without it (still starting, or failed): what it adds is news
+                # to every view that declared listChanged (one passing something through, seed §2.5).
+                known.left_out = False
+                for view in self._shared.views.values():
+                    if view.passthrough:
+                        for kind in sorted(_offered_kinds(catalog, passed=name in view.passthrough)):
+                            view._changed(kind)
+            elif previous is not None:
                 # Found by a refresh, not announced (an instance start, an expired ttlMs): hosts hear of it.
                 for view in self._views_passing(name):
                     for kind in sorted(_changed_kinds(previous, catalog) - announced):
@@ -701,6 +807,29 @@ def _as_catalog(name: str, found: Mapping[str, Any]) -> UpstreamCatalog:
         resources=found["resources"],
         resource_templates=found["resourceTemplates"],
     )
+
+
+def _ready(catalog: UpstreamCatalog | None) -> bool:
+    return catalog is not None and catalog.status == "ready"
+
+
+def _shown(name: str, known: _Known) -> UpstreamCatalog:
+    """``name``'s catalog as the surface shows it: the last read, or ``starting`` while one is read."""
+    if known.refreshing is not None and not _ready(known.seen):
+        return UpstreamCatalog(name=name, status="starting")
+    return known.seen or UpstreamCatalog(name=name, status="not started")
+
+
+def _offered_kinds(catalog: UpstreamCatalog, *, passed: bool) -> set[str]:
+    """The lists hosts are shown that ``catalog`` adds to: its tools only if passed through (§2)."""
+    kinds = set()
+    if catalog.tools and passed:
+        kinds.add("tools")
+    if catalog.prompts:
+        kinds.add("prompts")
+    if catalog.resources or catalog.resource_templates:
+        kinds.add("resources")
+    return kinds
 
 
 def _changed_kinds(before: UpstreamCatalog, after: UpstreamCatalog) -> set[str]:

@@ -46,6 +46,7 @@ class FakeUpstreams:
         self.reads = dict.fromkeys(tools, 0)  # through the pool
         self.peeks = dict.fromkeys(tools, 0)  # from a running instance
         self.failing: set[str] = set()
+        self.starting: dict[str, anyio.Event] = {}  # a server here starts once its event is set
         self.running = True
         self.calls: list[tuple[str, str, Any]] = []
         self.on_catalog_stale: Callable[[str, int, str | None], None] | None = None
@@ -73,6 +74,8 @@ class FakeUpstreams:
 
     async def catalog(self, server: str, *, scope_key: str | None = None) -> dict[str, Any]:
         self.reads[server] += 1
+        if server in self.starting:
+            await self.starting[server].wait()
         listed_at = time.monotonic()
         await anyio.sleep(0.01)  # simulated slowness, not a wait: requests made meanwhile share the read
         if server in self.failing:
@@ -103,9 +106,11 @@ class FakeUpstreams:
         pass
 
 
-def _gateway(fake: FakeUpstreams, passthrough: tuple[str, ...] = ("a", "b")) -> GatewayServer:
+def _gateway(
+    fake: FakeUpstreams, passthrough: tuple[str, ...] = ("a", "b"), list_wait: float = 10.0
+) -> GatewayServer:
     upstreams: Upstreams = fake  # type: ignore[assignment]
-    return GatewayServer(upstreams, cursor_key=KEY, passthrough=passthrough)
+    return GatewayServer(upstreams, cursor_key=KEY, passthrough=passthrough, list_wait=list_wait)
 
 
 async def _ask(gateway: GatewayServer, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -390,6 +395,76 @@ def test_mcpx_servers_reports_a_failed_server_and_each_listing_tries_it_again() 
         assert fake.reads == {"a": 1, "b": 2}  # the failure was tried again, the good one kept
 
     anyio.run(main)
+
+
+async def _statuses(gateway: GatewayServer) -> dict[str, str]:
+    result = await _ask(gateway, "tools/call", {"name": "mcpx_servers", "arguments": {}})
+    return {entry["name"]: entry["status"] for entry in result["structuredContent"]["servers"]}
+
+
+def test_a_listing_is_served_without_a_server_still_starting_and_hosts_are_told_when_it_comes() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]})
+    fake.starting["b"] = anyio.Event()
+    gateway = _gateway(fake, list_wait=0.05)
+    heard: list[str] = []
+    gateway.add_listener(lambda kind, uri: heard.append(kind))
+
+    async def body() -> None:
+        await anyio.wait_all_tasks_blocked()  # warm() runs: its start-up listing waits for b
+        with anyio.fail_after(5):  # b never starts meanwhile: the listing did not wait for it
+            assert "beta" not in await _listed(gateway)
+            assert "alpha" in await _listed(gateway)
+        assert await _statuses(gateway) == {"a": "ready", "b": "starting"}
+        assert gateway.catalog_states()["b"] == {"status": "starting"}  # GET /v1/servers' "catalog"
+        assert heard == []
+        fake.starting["b"].set()
+        await _settled(gateway)
+        assert heard == ["tools"]  # as for an upstream's own change
+        assert fake.reads["b"] == 1  # the start-up listing's read, shared by every listing meanwhile
+        assert "beta" in await _listed(gateway)
+        assert gateway.catalog_states()["b"] == {"status": "ready"}
+
+    _running(gateway, body)
+
+
+def test_a_server_that_failed_when_listed_and_comes_up_later_is_announced() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]})
+    fake.failing.add("b")
+    gateway = _gateway(fake)
+    heard: list[str] = []
+    gateway.add_listener(lambda kind, uri: heard.append(kind))
+
+    async def body() -> None:
+        await _warmed(gateway)
+        assert "beta" not in await _listed(gateway)
+        state = gateway.catalog_states()["b"]
+        assert state["status"] == "failed" and "could not be started" in state["detail"]
+        fake.failing.clear()  # an instance of b came up (a retry, or one still starting)
+        assert fake.on_catalog_stale is not None
+        fake.on_catalog_stale("b", 2, None)
+        await _settled(gateway)
+        assert heard == ["tools"]
+        assert "beta" in await _listed(gateway)
+
+    _running(gateway, body)
+
+
+def test_a_catalog_nobody_listed_without_is_not_announced() -> None:
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]})
+    fake.starting["b"] = anyio.Event()
+    gateway = _gateway(fake, list_wait=0.05)
+    heard: list[str] = []
+    gateway.add_listener(lambda kind, uri: heard.append(kind))
+
+    async def body() -> None:
+        await anyio.wait_all_tasks_blocked()
+        assert gateway.catalog_states() == {"a": {"status": "ready"}, "b": {"status": "starting"}}
+        fake.starting["b"].set()
+        await _settled(gateway)
+        assert heard == []  # the start-up listing's reads: no host was shown a list without b
+        assert "beta" in await _listed(gateway)
+
+    _running(gateway, body)
 
 
 def test_narrowed_capabilities_are_computed_once_per_host_capability_set(
