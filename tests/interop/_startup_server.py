@@ -7,6 +7,8 @@ before it reads a byte of its stdin:
 * ``--stderr-bytes N``: write ``N`` bytes of log lines on stderr, blocking if
   nobody reads them (a pipe holds 64 KiB);
 * ``--sleep S``: take ``S`` seconds to start (a cold ``npx -y``);
+* ``--until FILE``: start only once ``FILE`` exists (a slow start that the
+  test ends when it has seen what happens meanwhile);
 * ``--fatal TEXT --exit N``: write ``TEXT`` on stderr and exit with ``N``;
 * ``--revisions A,B``: speak only these MCP revisions (all five by default).
 
@@ -48,6 +50,7 @@ def main() -> None:
     parser.add_argument("--starts", type=Path)
     parser.add_argument("--stderr-bytes", type=int, default=0)
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--until", type=Path)
     parser.add_argument("--fatal")
     parser.add_argument("--exit", type=int, default=1)
     parser.add_argument("--revisions")
@@ -66,6 +69,8 @@ def main() -> None:
         sys.stderr.flush()
         raise SystemExit(options.exit)
     time.sleep(options.sleep)  # slow to start: the fault under test, not a synchronisation
+    while options.until is not None and not options.until.exists():
+        time.sleep(0.02)  # starting until the test says: the fault under test, in the server
     if options.revisions is None:
         serve_stdio(server)
     else:
