@@ -687,6 +687,38 @@ def test_mcp_passthrough_offers_the_server_s_own_tools(tmp_path: Path) -> None:
         assert names[:2] == ["echo", "add"] and "count" in names, names
 
 
+@proves("mcp.listWait")
+def test_mcp_list_wait_bounds_how_long_a_listing_waits_for_a_server_still_starting(tmp_path: Path) -> None:
+    """``0.3s``: a passed-through server that has not started is left out of the listing, shown as starting.
+
+    The server starts only once a file exists, which the test creates at the
+    end; the default (10 s) would hold the listing that long (demo, started
+    beside it, may be in the listing or not: it is not what is shown here). What a host
+    is told when the server comes is tests/interop/test_gateway_late_catalog.py's.
+    """
+    go = tmp_path / "slow-may-start"
+    config = (
+        DEMO
+        + f"""
+[servers.slow]
+command = {json.dumps(sys.executable)}
+args = ["-m", "tests.interop._startup_server", "--until", {json.dumps(str(go))}]
+cwd = {json.dumps(str(ROOT))}
+"""
+    )
+    env = {"MCPX_MCP_LIST_WAIT": "0.3s", "MCPX_MCP_PASSTHROUGH": "demo,slow"}
+    try:
+        with running(tmp_path, config=config, **env) as daemon:
+            asked = time.monotonic()
+            names = _tool_names(daemon)
+            took = time.monotonic() - asked
+            assert "say" not in names and took < 5, (took, names)  # answered without slow, not after 10 s
+            assert daemon.servers()["slow"]["catalog"] == {"status": "starting"}
+            go.touch()
+    finally:
+        go.touch()
+
+
 @proves("state.dir")
 def test_state_dir_is_where_the_daemon_is_found(tmp_path: Path) -> None:
     with running(tmp_path) as daemon:
