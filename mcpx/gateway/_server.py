@@ -641,7 +641,12 @@ class GatewayServer(Server):
         done = known.refreshing = anyio.Event()
         if not _ready(known.seen):
             self._generation += 1  # shown as "starting" from now on
-        own = f"mcpx/catalog-read:{next(self._own_scopes)}" if per_request or scope_key is None else None
+        # A scope of its own that names no host: a host-scoped server reads on its shared instance.
+        own = (
+            f"{REQUEST_SCOPE_PREFIX}catalog-read:{next(self._own_scopes)}"
+            if per_request or scope_key is None
+            else None
+        )
         key = own or scope_key
 
         async def read() -> None:

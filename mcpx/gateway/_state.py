@@ -127,7 +127,9 @@ def differences(info: dict[str, Any], config: Config) -> list[str]:
     found: list[str] = []
     theirs = recorded.get("config") or {}
     path = _real(config.path)
-    if theirs.get("path") != path:
+    if not theirs.get("found") and not config.found:
+        pass  # both the built-in default, wherever each looked for a file
+    elif theirs.get("path") != path:
         found.append(
             f"the daemon was started with the configuration file {theirs.get('path')}"
             f"{'' if theirs.get('found') else ' (not there: the built-in default)'}; "

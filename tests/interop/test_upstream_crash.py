@@ -57,6 +57,7 @@ def test_an_upstream_killed_mid_call_answers_every_caller_in_time(tmp_path: Path
     daemon = DaemonProcess(tmp_path, DEMO + 'era = "modern"\nscope = "shared"\n', env=SETTINGS)
     shim_env = Daemon(tmp_path)
     shim_env.env.update(daemon.env)
+    shim_env.env["MCPX_CONFIG"] = str(tmp_path / "config.toml")  # the daemon's own (its --config)
     host = Host(shim_env, "2025-11-25", "fds", handshake=False)
     try:
         host.send(initialize("init", "2025-11-25"))
