@@ -604,26 +604,33 @@ class Pool:
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must next be called, or ``None`` when nothing is pending."""
-        times: list[float] = []
+        # The earliest of the deadlines below, kept as it goes (the driver asks after every
+        # chunk of input: no list, no min()).
+        soonest = math.inf
         for call in self._calls.values():
-            if call.state is _C.WAITING:
-                times.append(call.wait_deadline)
-            elif call.deadline is not None:
-                times.append(call.deadline)
+            due = call.wait_deadline if call.state is _C.WAITING else call.deadline
+            if due is not None and due < soonest:
+                soonest = due
         for inst in self._instances.values():
-            if inst.state is _I.STARTING:
-                times.append(inst.spawned_at + self._servers[inst.server].start_timeout)
-            elif inst.state is _I.IDLE:
-                times.append(inst.since + self.config.idle_timeout)
+            state = inst.state
+            if state is _I.STARTING:
+                due = inst.spawned_at + self._servers[inst.server].start_timeout
+            elif state is _I.IDLE:
+                due = inst.since + self.config.idle_timeout
+            else:
+                continue
+            if due < soonest:  # noqa: PLR1730 - a comparison costs less than a call to min()
+                soonest = due
         for srv in self._servers.values():
-            if srv.retry_at is not None:
-                times.append(srv.retry_at)
+            retry_at = srv.retry_at
+            if retry_at is not None and retry_at < soonest:
+                soonest = retry_at
         for slot in self._slots.values():
             if slot.waiting and slot.instance is None:
                 limit = self._limit_until(self._servers[slot.server])
-                if limit is not None and limit > self._now:
-                    times.append(limit)
-        return min(times, default=None)
+                if limit is not None and self._now < limit < soonest:
+                    soonest = limit
+        return None if soonest == math.inf else soonest
 
     # -- inputs from callers ---------------------------------------------------
 
@@ -714,10 +721,28 @@ class Pool:
         if slot is None or slot.instance is None or slot.waiting:
             return None
         inst = self._instances[slot.instance]
-        if inst.state is _I.STARTING:
+        state = inst.state
+        if state is _I.STARTING:
             return None
         now = self._clock(now)
-        self._grant(self._add_call(call_id, server, key, now, None), inst, now)
+        # ``_add_call`` then ``_grant``, in line (this runs for nearly every call): the call is
+        # RUNNING at once, and the instance READY (``(IDLE|READY, grant)`` has no effect).
+        budget = self.config.call_timeout
+        self._calls[call_id] = _Call(
+            call_id,
+            server,
+            key,
+            _C.RUNNING,
+            now,
+            now + srv.start_timeout,
+            budget,
+            None,
+            inst.id,
+            now + budget,
+        )
+        inst.calls[call_id] = None
+        if state is not _I.READY:
+            self._transition(inst, _In.GRANT, now, "")
         if srv.scope != "shared":  # a shared server keeps no spare
             self._keep_spare(srv, now, lane)
         return inst.id
@@ -744,6 +769,16 @@ class Pool:
             self._forget_slot_if_unused(slot)
             return
         self._servers[call.server].failures = 0  # a call completed: the server works
+        if call.state is _C.RUNNING:  # ``_end_running``, in line: the usual release
+            call.state = _C.ENDED
+            del self._calls[call_id]
+            inst = self._instances[call.instance]  # type: ignore[index]  # a running call has one
+            calls = inst.calls
+            del calls[call_id]
+            if calls and inst.state is _I.READY:
+                return  # ``(READY, call ended)``: nothing changes
+            self._transition(inst, _In.CALL_ENDED if calls else _In.LAST_CALL_ENDED, now, "")
+            return
         self._end_running(call, _CallIn.RELEASE, now)
 
     def question_pending(self, call_id: CallId, pending: bool, now: float) -> None:
@@ -1051,7 +1086,8 @@ class Pool:
     # -- helpers ----------------------------------------------------------------------
 
     def _clock(self, now: float) -> float:
-        self._now = max(self._now, now)
+        if now > self._now:  # noqa: PLR1730 - on every input: a comparison, not a call to max()
+            self._now = now
         return self._now
 
     def _emit(self, action: PoolAction) -> None:

@@ -546,7 +546,8 @@ class Router:
         up = self._upstreams.get(upstream)
         if up is None:
             up = self._upstream(upstream)  # raises, saying why
-        self._now = max(self._now, now)
+        if now > self._now:  # noqa: PLR1730 - on every answer: a comparison, not a call to max()
+            self._now = now
         up.session.receive_json(obj)
         self._drain(upstream, up)
 
@@ -623,8 +624,10 @@ class Router:
         if up is None:
             up = self._upstream(upstream)  # raises, saying why
         narrowed = self._narrowed_for(host_capabilities)
-        self._now = max(self._now, now)
-        now = self._now
+        if now > self._now:
+            self._now = now
+        else:
+            now = self._now
         roots = host_capabilities.get("roots")
         handle = up.session.request(  # raises before changing anything when the session cannot send
             method,

@@ -311,10 +311,10 @@ class _Runner:
 
     def _defer(self, action: HandleRequest, deferred: Deferred) -> None:
         token = action.token
-        ctx = Context(action.context, self.sink)
-        pending = Pending(ctx, self.connection, functools.partial(self._settle, token))
-        self.deferred[token] = pending
-        self.contexts[token] = ctx
+        pending = Pending.of(
+            action.context, self.sink, self.connection, functools.partial(self._settle, token)
+        )
+        self.deferred[token] = pending  # a cancel reaches its context (if one was made) through it
         if self.watch is not None:
             self.watch.started(action.context.request_id)
         try:
@@ -330,11 +330,10 @@ class _Runner:
         pending = self.deferred.pop(token, None)
         if pending is None:
             return
-        self.contexts.pop(token, None)
         self.clock_in()
         apply_outcome(self.core, token, outcome)
         if self.watch is not None:
-            self.request_ended(self.watch, pending.context.request_id)
+            self.request_ended(self.watch, pending.request.request_id)
         if self.flush_due:
             return
         if _batch.many():  # a chunk of upstream answers settles many: drained once, at its end
@@ -349,11 +348,10 @@ class _Runner:
     def _drop_deferred(self, token: int) -> None:
         """The peer cancelled deferred request ``token``: the core forgets it; the server is told."""
         pending = self.deferred.pop(token)
-        self.contexts.pop(token, None)
         self.waiters.cancelled(token)
         self.core.discard(token)
         if self.watch is not None:
-            self.watch.ended(pending.context.request_id)  # nothing will be written for it
+            self.watch.ended(pending.request.request_id)  # nothing will be written for it
         pending._cancel()
 
     def abandon_deferred(self) -> None:

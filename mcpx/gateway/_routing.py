@@ -272,9 +272,7 @@ class Routes:
         self._by_key[(host, rec.token)] = rec
         self._by_host.setdefault(host, {})[call_id] = rec
         pending.on_cancel = functools.partial(self._host_cancelled, rec)
-        instance = self.upstreams.acquire(
-            server, scope_key, call_id, timeout, pending.context.request.revision
-        )
+        instance = self.upstreams.acquire(server, scope_key, call_id, timeout, pending.request.revision)
         if instance is not None:  # the usual call: a running instance with room (else granted() later)
             self.granted(call_id, instance)
 
@@ -351,7 +349,7 @@ class Routes:
         self._send(rec)
 
     def _send(self, rec: _Routed) -> None:
-        ctx = rec.pending.context
+        request = rec.pending.request
         try:
             self.router.host_request(
                 rec.host,
@@ -359,8 +357,8 @@ class Routes:
                 rec.method,
                 rec.params,
                 upstream=rec.instance,
-                host_capabilities=ctx.client_capabilities,
-                progress_token=ctx.request.progress_token,
+                host_capabilities=request.client_capabilities,
+                progress_token=request.progress_token,
                 now=time.monotonic(),
                 verbatim=rec.verbatim,
             )
@@ -495,7 +493,7 @@ class Routes:
                 return
             self._spawn(rec, self._follow_task(rec, client, result))
             return
-        self._end(rec, Outcome(result=rec.finish(result)))
+        self._end(rec, Outcome.success(rec.finish(result)))
 
     def _notify(self, note: NotifyHost) -> None:
         host: _HostKey = note.host  # type: ignore[assignment]

@@ -323,6 +323,11 @@ class Outcome:
     def failure(cls, code: int, message: str, data: Any = None) -> Outcome:
         return cls(error=(code, message, data))
 
+    @staticmethod
+    def success(result: Mapping[str, Any]) -> Outcome:
+        """``Outcome(result=result)``, built as the fast paths build theirs (``mcpx.core._drafts``)."""
+        return _outcome(result)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Call:
@@ -351,21 +356,51 @@ class Pending:
     any thread (the blocking driver posts it under its lock).
     """
 
-    __slots__ = ("_settle", "connection", "context", "on_cancel", "token")
+    __slots__ = ("_context", "_settle", "_sink", "connection", "on_cancel", "request", "token")
 
     def __init__(self, context: Context, connection: int, settle: Callable[[Outcome], None]) -> None:
-        self.context = context
+        self._context: Context | None = context
+        self._sink: RequestSink | None = None
+        self.request: RequestContext = context.request  # what the request is, without a Context
         self.connection = connection
         self.token: int = context.request.token  # the request's token on its connection
         self._settle = settle
         self.on_cancel: Callable[[], None] | None = None
+
+    @classmethod
+    def of(
+        cls, request: RequestContext, sink: RequestSink, connection: int, settle: Callable[[Outcome], None]
+    ) -> Pending:
+        """A driver's: ``context`` is made from ``request`` and ``sink`` when first asked for.
+
+        A routed call usually needs none (no progress, no log, no question):
+        its answer costs no ``Context``.
+        """
+        pending = cls.__new__(cls)
+        pending._context = None
+        pending._sink = sink
+        pending.request = request
+        pending.connection = connection
+        pending.token = request.token
+        pending._settle = settle
+        pending.on_cancel = None
+        return pending
+
+    @property
+    def context(self) -> Context:
+        context = self._context
+        if context is None:
+            assert self._sink is not None  # made by ``of``
+            context = self._context = Context(self.request, self._sink)
+        return context
 
     def settle(self, outcome: Outcome) -> None:
         self._settle(outcome)
 
     def _cancel(self) -> None:
         """The driver's: the peer gave up, or its connection ended; the server is told once."""
-        self.context._cancel()
+        if self._context is not None:
+            self._context._cancel()
         on_cancel, self.on_cancel = self.on_cancel, None
         if on_cancel is not None:
             on_cancel()
