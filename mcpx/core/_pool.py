@@ -743,8 +743,10 @@ class Pool:
         inst.calls[call_id] = None
         if state is not _I.READY:
             self._transition(inst, _In.GRANT, now, "")
-        if srv.scope != "shared":  # a shared server keeps no spare
-            self._keep_spare(srv, now, lane)
+        if srv.scope != "shared":  # a shared server keeps no spare; once it is there, nothing to do
+            spare = self._slots.get((server, "spare", lane))
+            if spare is None or spare.instance is None:
+                self._keep_spare(srv, now, lane)
         return inst.id
 
     def release(self, call_id: CallId, now: float) -> None:

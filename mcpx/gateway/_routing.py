@@ -194,7 +194,6 @@ class Routes:
         self._may_task: set[int] = set()  # 2025-11-25 instances, whose tools may run only as tasks
         self._calls: dict[str, _Routed] = {}  # by pool call id
         self._by_key: dict[tuple[_HostKey, int], _Routed] = {}  # by the router's key
-        self._by_host: dict[_HostKey, dict[str, _Routed]] = {}  # a host's calls: where its logs go
         self._asks: dict[int, _Routed] = {}  # ask id -> its call
         self._ids = itertools.count(1)
         self._dispatching = False
@@ -270,7 +269,6 @@ class Routes:
         )
         self._calls[call_id] = rec
         self._by_key[(host, rec.token)] = rec
-        self._by_host.setdefault(host, {})[call_id] = rec
         pending.on_cancel = functools.partial(self._host_cancelled, rec)
         instance = self.upstreams.acquire(server, scope_key, call_id, timeout, pending.request.revision)
         if instance is not None:  # the usual call: a running instance with room (else granted() later)
@@ -407,10 +405,6 @@ class Routes:
             None  # the cycle Pending -> on_cancel -> rec -> Pending, broken: freed at once
         )
         del self._by_key[(rec.host, rec.token)]
-        of_host = self._by_host[rec.host]
-        del of_host[rec.call_id]
-        if not of_host:
-            del self._by_host[rec.host]
         if rec.asks:
             for ask_id, scope in rec.asks.items():
                 self._asks.pop(ask_id, None)
@@ -506,10 +500,11 @@ class Routes:
                     params["progress"], params.get("total"), params.get("message")
                 )
             return
-        calls = self._by_host.get(host)
-        if calls:  # a log message: once to the host, through any of its calls (its level filters)
-            ctx = next(iter(calls.values())).pending.context
-            ctx.log(params["level"], params.get("data"), params.get("logger"))
+        # A log message: once to the host, through any of its calls (its level filters).  Looked
+        # for among the calls in flight, rather than kept per host on every call: logs are rare.
+        rec = next((rec for rec in self._calls.values() if rec.host == host), None)
+        if rec is not None:
+            rec.pending.context.log(params["level"], params.get("data"), params.get("logger"))
 
     # -- what takes a task: questions, upstream tasks -------------------------------------------
 
