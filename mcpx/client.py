@@ -51,7 +51,7 @@ from .core._client import (
     ServerRequest,
     ServerRequestCancelled,
 )
-from .core._framing import DEFAULT_MAX_LINE, Line, LineReader
+from .core._framing import DEFAULT_MAX_LINE, LineReader
 from .core._http_client import (
     HttpClientConfig,
     HttpClientConnection,
@@ -893,10 +893,10 @@ class Client:
     def _take_chunk(self, reader: LineReader, chunk: bytes) -> None:
         """Each line of ``chunk`` to the session, or to the link."""
         link = self._link
-        for event in reader.feed(chunk):
-            if isinstance(event, Line):
+        for event in reader.feed_raw(chunk):  # a line comes as its bytes: no Line object per answer
+            if type(event) is bytes:
                 try:
-                    obj = orjson.loads(event.data)
+                    obj = orjson.loads(event)
                 except orjson.JSONDecodeError:
                     continue  # a server's junk line: nothing to answer it with
                 if link is not None:
