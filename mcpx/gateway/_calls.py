@@ -170,11 +170,33 @@ def may_need_a_core_task(client: Client, method: str) -> bool:
 
 def _task_only(tools: list[Any], params: Mapping[str, Any] | None) -> bool:
     name = (params or {}).get("name")
+    return isinstance(name, str) and name in _task_only_names(tools)
+
+
+# The names of a tools list's task-only tools, by the list (a client keeps one list object until
+# it reads the tools again): worked out once per list, not on every call.  A few lists are kept,
+# each with the list itself, so an id is never taken for another list's.
+_TASK_ONLY_KEPT = 16
+_task_only_of: dict[int, tuple[list[Any], frozenset[str]]] = {}
+
+
+def _task_only_names(tools: list[Any]) -> frozenset[str]:
+    kept = _task_only_of.get(id(tools))
+    if kept is not None and kept[0] is tools:
+        return kept[1]
+    names: set[str] = set()
+    seen: set[str] = set()
     for tool in tools:
-        if isinstance(tool, Mapping) and tool.get("name") == name:
+        name = tool.get("name") if isinstance(tool, Mapping) else None
+        if isinstance(name, str) and name not in seen:  # the first of two same-named tools decides
+            seen.add(name)
             execution = tool.get("execution")
-            return isinstance(execution, Mapping) and execution.get("taskSupport") == "required"
-    return False
+            if isinstance(execution, Mapping) and execution.get("taskSupport") == "required":
+                names.add(name)
+    if len(_task_only_of) >= _TASK_ONLY_KEPT:
+        del _task_only_of[next(iter(_task_only_of))]  # the oldest goes
+    found = _task_only_of[id(tools)] = (tools, frozenset(names))
+    return found[1]
 
 
 async def needs_core_task(client: Client, method: str, params: Mapping[str, Any] | None) -> bool:
