@@ -219,6 +219,7 @@ class Upstreams:
         ] = {}  # server -> its instances, live and lately ended
         self._waiters: dict[str, _Waiter] = {}
         self._modern_only: set[str] = set()  # era keys of servers that refused a legacy session
+        self._one_era: set[str] = set()  # names of servers found to speak one era only: one lane
         self._ids = itertools.count(1)
         self._drained: anyio.Event | None = None  # set when draining and the last call ends
         self._timer_changed: anyio.Event | None = None
@@ -346,9 +347,11 @@ class Upstreams:
         (``era = "auto"``, the default): a legacy host's calls take instances
         of their own, connected over a legacy session; a 2026-07-28 host's,
         and calls without a host, the server's usual ones, in the era the
-        probe found.  A server whose ``era`` is pinned has one lane.
+        probe found.  A server whose ``era`` is pinned has one lane, and so
+        has one found to speak one era only (the probe found it legacy, or it
+        refused ``initialize``): its instances are alike whoever calls.
         """
-        if revision is None or revision == Revision.V2026_07_28:
+        if revision is None or revision == Revision.V2026_07_28 or server in self._one_era:
             return None
         config = self.servers.get(server)
         return "legacy" if config is not None and config.era == "auto" else None
@@ -836,6 +839,7 @@ class Upstreams:
                             }
                         ) from exc
                     self._modern_only.add(_era_key(server))  # a modern-only server: its own era from now on
+                    self._one_era.add(server.name)
                     era, revision, handover = await self._era(server, log, fresh=False)
             elif era != "modern" and server.era == "modern":
                 if handover is not None:
@@ -1000,6 +1004,7 @@ class Upstreams:
         if not fresh:
             entry = load_era_cache(self._cache_path).get(_era_key(server))
             if entry is not None:
+                self._found_era(server, entry.era)
                 return entry.era, entry.revision, None
         # Each wait of the probe may take the whole start timeout (a slow server's first answer
         # comes late); the pool bounds the start as a whole by the same time.
@@ -1024,7 +1029,15 @@ class Upstreams:
             handover = None
         if not isinstance(outcome, ProbeDone):
             raise StartAdvised({"code": -32603, "message": f"server {server.name!r}: {outcome.reason}"})
+        self._found_era(server, outcome.era)
         return outcome.era, outcome.revision, handover
+
+    def _found_era(self, server: UpstreamServer, era: str) -> None:
+        """What the probe (or the era cache) found: a server that does not speak 2026-07-28 has one lane."""
+        if era != "modern":
+            self._one_era.add(server.name)
+        elif _era_key(server) not in self._modern_only:
+            self._one_era.discard(server.name)  # perhaps dual-era: initialize will tell
 
     def _forget_era(self, server: UpstreamServer) -> None:
         update_era_cache(self._cache_path, lambda cache: cache.invalidate(_era_key(server)))

@@ -9,6 +9,7 @@ can ask only over a legacy session, so a legacy host must reach it over one.
 from __future__ import annotations
 
 import sys
+import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -99,3 +100,46 @@ def test_era_legacy_pins_the_upstream_so_a_modern_host_is_asked_through_mcpx(tmp
         pinned.close()
     assert asked == ["elicitation/create"]
     assert text == "the word is yes"
+
+
+PINNED = Path(__file__).with_name("sdk_pinned_server.py")
+
+
+def test_a_legacy_only_server_is_one_instance_for_legacy_and_modern_hosts(tmp_path: Path) -> None:
+    """A server that speaks no 2026-07-28 is spoken to over a legacy session whoever calls: one lane.
+
+    Its legacy hosts are not given instances of their own (they would be
+    alike): with ``scope = "shared"`` every host is served by one process.
+    """
+    config = f"""
+[servers.old]
+command = {orjson.dumps(sys.executable).decode()}
+args = [{orjson.dumps(str(PINNED)).decode()}, "legacy"]
+scope = "shared"
+
+[mcp]
+passthrough = ["old"]
+
+[transport]
+port = 0
+"""
+    root = tmp_path
+    environ = {"MCPX_STATE": str(root / "state"), "HOME": str(root)}
+    running = DaemonThread(parse_config(config, environ=environ, home=str(root)))
+
+    async def call(modern: bool) -> str:
+        offer = None if modern else Revision.V2025_11_25
+        async with connect_http(running.mcp, modern=modern, offer=offer) as client:
+            result = await client.call_tool("echo", {"text": "modern" if modern else "legacy"})
+            return " ".join(b.get("text", "") for b in result.get("content", []))
+
+    try:
+        assert anyio.run(call, False) == "legacy"
+        assert anyio.run(call, True) == "modern"
+        assert anyio.run(call, False) == "legacy"
+        with urllib.request.urlopen(running.mcp.replace("/mcp", "/v1/servers"), timeout=30) as answer:
+            (server,) = orjson.loads(answer.read())["servers"]
+    finally:
+        running.close()
+    instances = server["pool"]["instances"]
+    assert len(instances) == 1, instances
