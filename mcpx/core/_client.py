@@ -511,6 +511,18 @@ class ClientSession:
         """One decoded JSON value from the server."""
         if self._state.closed:
             return
+        if type(obj) is dict and len(obj) == 3 and obj.get("jsonrpc") == "2.0":
+            # The usual message, a result: exactly these three members, as parse_message would
+            # accept them (an integer id, an object result), taken without building a Response.
+            result = obj.get("result")
+            request_id = obj.get("id")
+            if type(result) is dict and type(request_id) is int:
+                handle = self._by_id.pop(request_id, None)
+                if handle is None:
+                    self._trace("unmatched-response", id=request_id)
+                else:
+                    self._answered(handle, result)
+                return
         if isinstance(obj, list):
             for item in obj:  # a 2025-03-26 batch of responses or requests
                 self.receive_json(item)
@@ -570,7 +582,10 @@ class ClientSession:
 
     def _wire_params(self, call: _Call) -> dict[str, Any]:
         params = dict(call.params)
-        meta = dict(params.get("_meta") or {})
+        given = params.get("_meta")
+        if given is None and call.progress_token is None and not self.modern:
+            return params  # a legacy call with nothing to state: as the caller gave it
+        meta = dict(given or {})
         if call.progress_token is not None:
             meta["progressToken"] = call.progress_token
         if self.modern:
@@ -671,10 +686,16 @@ class ClientSession:
                 self._state.failed = f"initialize failed: {message.message}"
             self._actions.append(Failed(handle=handle, error=message.error_object()))
             return
-        if handle == self._init_id:
-            self._initialized(call, message.result)
+        self._answered(handle, message.result)
+
+    def _answered(self, handle: int, result: Mapping[str, Any]) -> None:
+        """Call ``handle``'s answer is ``result`` (its wire id already forgotten)."""
+        call = self._calls.get(handle)
+        if call is None:
             return
-        result = message.result
+        if handle == self._init_id:
+            self._initialized(call, result)
+            return
         kind = result.get("resultType") if type(result) is dict or isinstance(result, Mapping) else None
         if kind == "input_required" and self.modern:
             requests = result.get("inputRequests")

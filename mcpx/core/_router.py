@@ -469,7 +469,6 @@ class Router:
         self._trace_on = trace
         self._upstreams: dict[UpstreamKey, _Upstream] = {}
         self._calls: dict[_CallKey, _Call] = {}
-        self._by_host: dict[HostKey, dict[RequestId, None]] = {}
         self._asks: dict[int, _Ask] = {}
         self._ask_ids: Iterator[int] = itertools.count(1)
         self._last_ask_id = 0
@@ -496,7 +495,6 @@ class Router:
         return (
             not self._calls
             and not self._asks
-            and not self._by_host
             and all(not up.calls and not up.questions for up in self._upstreams.values())
         )
 
@@ -650,7 +648,6 @@ class Router:
             deadline=None if timeout is None else now + timeout,
         )
         self._calls[key] = call
-        self._by_host.setdefault(host, {})[request_id] = None
         up.calls[handle] = key
         self._drain(upstream, up)
 
@@ -678,8 +675,10 @@ class Router:
         """
         self._clock(now)
         touched: dict[UpstreamKey, None] = {}
-        for request_id in list(self._by_host.get(host, ())):
-            call = self._calls.get((host, request_id))
+        # The host's calls, in the order they came: found among the calls in flight (a host closes
+        # once; keeping each host's calls apart would cost every call).
+        for key in [key for key in self._calls if key[0] == host]:
+            call = self._calls.get(key)
             if call is None:
                 continue
             call.silent = True
@@ -693,7 +692,6 @@ class Router:
             if call.key in self._calls:
                 self._end(call, upstream_reason="the host it was for closed its connection")
                 up.session.cancel(call.handle, "the host closed its connection")
-        self._by_host.pop(host, None)
         for upstream in touched:
             self._drain(upstream)
 
@@ -845,25 +843,25 @@ class Router:
         the call upstream where that is needed.
         """
         up = self._upstreams[call.upstream]
-        for ask_id in list(call.asks) if call.asks else ():
-            ask = self._asks.pop(ask_id)
-            if ask.server_request is not None:
-                del up.questions[ask.server_request]
-                if not up.lost:
-                    up.session.answer_error(
-                        ask.server_request, INTERNAL_ERROR, f"{upstream_reason}; not answered"
-                    )
-            if not call.silent:
-                self._actions.append(WithdrawAsk(host=call.host, ask_id=ask_id))
-        call.asks.clear()
-        self._move(call, event, self._now)
+        if call.asks:
+            for ask_id in list(call.asks):
+                ask = self._asks.pop(ask_id)
+                if ask.server_request is not None:
+                    del up.questions[ask.server_request]
+                    if not up.lost:
+                        up.session.answer_error(
+                            ask.server_request, INTERNAL_ERROR, f"{upstream_reason}; not answered"
+                        )
+                if not call.silent:
+                    self._actions.append(WithdrawAsk(host=call.host, ask_id=ask_id))
+            call.asks.clear()
+        if event is _CallIn.END and call.state is _S.RUNNING:  # the usual end: (running, end) in line
+            call.state = _S.ENDED
+            call.deadline = call.left = None
+        else:
+            self._move(call, event, self._now)
         del self._calls[call.key]
         del up.calls[call.handle]
-        of_host = self._by_host.get(call.host)
-        if of_host is not None:
-            of_host.pop(call.request_id, None)
-            if not of_host:
-                del self._by_host[call.host]
         if call.silent:
             return
         if error is not None:
