@@ -356,7 +356,7 @@ class Pending:
     any thread (the blocking driver posts it under its lock).
     """
 
-    __slots__ = ("_context", "_settle", "_sink", "connection", "on_cancel", "request", "token")
+    __slots__ = ("_context", "_sink", "connection", "on_cancel", "request", "settle", "token")
 
     def __init__(self, context: Context, connection: int, settle: Callable[[Outcome], None]) -> None:
         self._context: Context | None = context
@@ -364,7 +364,7 @@ class Pending:
         self.request: RequestContext = context.request  # what the request is, without a Context
         self.connection = connection
         self.token: int = context.request.token  # the request's token on its connection
-        self._settle = settle
+        self.settle: Callable[[Outcome], None] = settle  # called as it is: no method in between
         self.on_cancel: Callable[[], None] | None = None
 
     @classmethod
@@ -382,7 +382,7 @@ class Pending:
         pending.request = request
         pending.connection = connection
         pending.token = request.token
-        pending._settle = settle
+        pending.settle = settle
         pending.on_cancel = None
         return pending
 
@@ -393,9 +393,6 @@ class Pending:
             assert self._sink is not None  # made by ``of``
             context = self._context = Context(self.request, self._sink)
         return context
-
-    def settle(self, outcome: Outcome) -> None:
-        self._settle(outcome)
 
     def _cancel(self) -> None:
         """The driver's: the peer gave up, or its connection ended; the server is told once."""
