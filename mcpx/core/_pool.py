@@ -594,6 +594,10 @@ class Pool:
         self._next_instance = 1
         self._now = -math.inf
         self._actions: list[PoolAction] = []
+        # The earliest deadline set since ``take_lowest_set`` last ran (every place that sets one
+        # lowers it): what a driver compares with the time its timer sleeps until, per chunk of
+        # input, instead of scanning every call and instance (``get_timer``) to find out.
+        self._lowest_set = math.inf
 
     # -- output --------------------------------------------------------------
 
@@ -601,6 +605,21 @@ class Pool:
         """The actions queued since the last call, in the order to perform them."""
         actions, self._actions = self._actions, []
         return actions
+
+    def take_lowest_set(self) -> float:
+        """The earliest deadline set since this was last called (``math.inf``: none); forgotten here.
+
+        For a driver whose timer sleeps until some time ``t``: when this is
+        earlier than ``t``, ``get_timer()`` may be too, and the timer must be
+        set again; otherwise nothing new is due before ``t``.  Call it before
+        the ``get_timer`` that sets the timer, and after each input.
+        """
+        lowest, self._lowest_set = self._lowest_set, math.inf
+        return lowest
+
+    def _lower(self, deadline: float) -> None:
+        if deadline < self._lowest_set:  # noqa: PLR1730 - for every deadline set: not a call to min()
+            self._lowest_set = deadline
 
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must next be called, or ``None`` when nothing is pending."""
@@ -740,6 +759,7 @@ class Pool:
             inst.id,
             now + budget,
         )
+        self._lower(now + budget)
         inst.calls[call_id] = None
         if state is not _I.READY:
             self._transition(inst, _In.GRANT, now, "")
@@ -811,6 +831,7 @@ class Pool:
             call.questions -= 1
             if call.questions == 0:
                 call.deadline = now + call.remaining
+                self._lower(call.deadline)
 
     def connection_closed(self, scope_key: str, now: float) -> None:
         """The host connection ``scope_key`` ended: stop the connection-scoped instances that served it.
@@ -1012,6 +1033,8 @@ class Pool:
         if new_state is not old_state:
             inst.state = new_state
             inst.since = now
+            if new_state is _I.IDLE:
+                self._lower(now + self.config.idle_timeout)
         if effect != "_nothing":
             getattr(self, effect)(inst, old_state, now, reason, kind)
 
@@ -1145,6 +1168,10 @@ class Pool:
             self._spawn(slot, now)
             return
         at, kind = blocked
+        self._lower(at)  # the waiters' spawn, once the backoff or the spawn limit lets it
+        limit = self._limit_until(srv)
+        if limit is not None:
+            self._lower(limit)
         for call_id in list(slot.waiting):
             call = self._calls[call_id]
             if call.wait_deadline <= at:  # it would be refused at its deadline before the spawn
@@ -1168,6 +1195,10 @@ class Pool:
         srv.spawns.append(now)
         srv.spawn_count += 1
         srv.retry_at = None
+        self._lower(now + srv.start_timeout)
+        limit = self._limit_until(srv)
+        if limit is not None:
+            self._lower(limit)
         self._emit(
             Spawn(
                 instance=inst.id, server=srv.name, scope=srv.scope, scope_key=slot.scope_key, lane=slot.lane
@@ -1227,12 +1258,14 @@ class Pool:
             requested=limit,
         )
         self._calls[call_id] = call
+        self._lower(call.wait_deadline)
         return call
 
     def _grant(self, call: _Call, inst: _Instance, now: float) -> None:
         self._move_call(call, _CallIn.GRANT)
         call.instance = inst.id
         call.deadline = now + call.budget
+        self._lower(call.deadline)
         inst.calls[call.id] = None
         self._transition(inst, _In.GRANT, now, "")
 
@@ -1284,6 +1317,7 @@ class Pool:
         srv.failures += 1
         srv.last_error = reason
         srv.retry_at = now + self.config.backoff(srv.failures)
+        self._lower(srv.retry_at)
 
     def _let_go(self, inst: _Instance, reason: str) -> None:
         del self._instances[inst.id]

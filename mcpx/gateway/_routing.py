@@ -71,6 +71,7 @@ from ..core._router import (
     relayed,
     upstream_params,
 )
+from ..drivers import _batch
 from ..server import Context, Outcome, Pending
 from ._calls import ask_round, may_need_a_core_task, needs_core_task, needs_core_task_now, run_core_task
 
@@ -171,7 +172,12 @@ class _Link:
     def received(self, obj: Any) -> None:
         routes = self.routes
         routes.router.upstream_data(self.instance, obj, now=time.monotonic())
-        routes.dispatch()
+        # What the router makes of a chunk of answers is carried out once, at the chunk's end (the
+        # answers it settles are written then in any case); a message read outside one, at once.
+        if not routes.dispatch_due:
+            routes.dispatch_due = True
+            if not _batch.at_chunk_end(routes.dispatch_at_chunk_end):
+                routes.dispatch_at_chunk_end()
 
     def drain(self) -> None:
         routes = self.routes
@@ -197,6 +203,7 @@ class Routes:
         self._asks: dict[int, _Routed] = {}  # ask id -> its call
         self._ids = itertools.count(1)
         self._dispatching = False
+        self.dispatch_due = False  # a dispatch is due at the end of the chunk being read (_Link)
         self._written: set[Client] = set()  # clients sent to during this dispatch
 
     @property
@@ -417,6 +424,10 @@ class Routes:
         self.upstreams.release(rec.call_id, rec.scope_key if rec.per_request else None)
 
     # -- the router's actions -----------------------------------------------------------------
+
+    def dispatch_at_chunk_end(self) -> None:
+        self.dispatch_due = False
+        self.dispatch()
 
     def dispatch(self) -> None:
         """Carry out the router's actions, those they cause included; never re-entered."""

@@ -249,6 +249,7 @@ class Upstreams:
     async def run_timer(self) -> None:
         """Feed the pool its deadlines (start, idle, backoff, call timeouts) until cancelled."""
         while True:
+            self.pool.take_lowest_set()  # what is set from here on is compared with this deadline
             deadline = self.pool.get_timer()
             self._timer_at = math.inf if deadline is None else deadline
             self._timer_changed = anyio.Event()
@@ -311,7 +312,8 @@ class Upstreams:
                         waiter.scope.cancel()
         # Woken only for an earlier deadline: a later one (every call moves its own) waits for
         # the loop to wake as planned and look again.  Looked at once per chunk of input (a chunk
-        # of host requests acquires for each, a chunk of answers releases each), at its end.
+        # of host requests acquires for each, a chunk of answers releases each), at its end, by
+        # the earliest deadline the pool set meanwhile (no scan of its calls and instances).
         if self._timer_changed is not None and not self._rearm_due:
             self._rearm_due = True
             if not _batch.at_chunk_end(self._rearm):
@@ -320,10 +322,8 @@ class Upstreams:
     def _rearm(self) -> None:
         self._rearm_due = False
         changed = self._timer_changed
-        if changed is not None:
-            deadline = self.pool.get_timer()
-            if deadline is not None and deadline < self._timer_at:
-                changed.set()
+        if changed is not None and self.pool.take_lowest_set() < self._timer_at:
+            changed.set()
 
     # -- what the routed calls ask of the pool and the daemon (mcpx/gateway/_routing.py) ---
 

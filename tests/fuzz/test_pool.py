@@ -28,6 +28,7 @@ stopped, and the timer must go quiet.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -99,6 +100,7 @@ class PoolMachine(RuleBasedStateMachine):
         self.ledger = Ledger()
         self.next_call = 1
         self.budgets: dict[CallId, float] = {}
+        self.planned = math.inf  # when the daemon's timer (mcpx/gateway/_upstreams.py) would wake
 
     # -- the ledger ------------------------------------------------------------------------------
 
@@ -338,6 +340,19 @@ class PoolMachine(RuleBasedStateMachine):
         assert after is None or after > self.now, f"timer {after} not after {self.now}"
 
     # -- invariants ------------------------------------------------------------------------------
+
+    @invariant()
+    def a_timer_told_only_of_deadlines_set_never_sleeps_past_one(self) -> None:
+        """The daemon's way: its timer sleeps until ``planned`` and, after each input, asks only
+        ``take_lowest_set``; a deadline earlier than ``planned`` is always among those reported."""
+        lowest = self.pool.take_lowest_set()
+        timer = self.pool.get_timer()
+        if timer is not None and timer < self.planned:
+            assert lowest <= timer, (
+                f"the timer moved to {timer}, before {self.planned}, unreported ({lowest})"
+            )
+        if lowest < self.planned or self.now >= self.planned:  # woken, or its time came: it looks again
+            self.planned = math.inf if timer is None else timer
 
     @invariant()
     def granted_calls_run_on_live_instances(self) -> None:
