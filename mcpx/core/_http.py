@@ -289,6 +289,7 @@ class _Conn:
     started_request: bool = False
     reading: bool = False  # inside _process: a finished response must not recurse into it
     buffered: int = 0  # bytes h11 held when the current request began (header-size check)
+    armed: dict[str, float] = field(default_factory=dict)  # its live timer entries by kind (_arm_conn)
 
 
 # --------------------------------------------------------------------------
@@ -352,7 +353,7 @@ class HttpServer:
             parser=h11.Connection(h11.SERVER, max_incomplete_event_size=self.http.max_header_bytes),
             deadline=now + self.http.request_timeout,
         )
-        self._arm(now + self.http.request_timeout, "deadline", conn)
+        self._arm_conn(self._conns[conn], now + self.http.request_timeout, "deadline")
 
     def receive_data(self, conn: int, data: bytes, now: float) -> None:
         """Bytes read from ``conn``; ``b""`` when the client closed its side."""
@@ -379,17 +380,21 @@ class HttpServer:
 
     def get_timer(self) -> float | None:
         # A heap of armed times, checked lazily: an entry whose connection
-        # moved on is dropped when it reaches the top.  Constant time per call,
+        # moved on is dropped (or, if its time only moved later, pushed again
+        # at the new time) when it reaches the top.  Constant time per call,
         # however many connections are open.
-        others = [self._rounds.get_timer() if self._rounds is not None else None]
-        others += [s.get_timer() for s in self._asking_sessions()]
         heap = self._wakeups
         while heap and not self._still_armed(*heap[0]):
             heapq.heappop(heap)
-        candidates = [t for t in others if t is not None]
-        if heap:
-            candidates.append(heap[0][0])
-        return min(candidates) if candidates else None
+        timer = heap[0][0] if heap else None
+        rounds = self._rounds.get_timer() if self._rounds is not None else None
+        if rounds is not None and (timer is None or rounds < timer):
+            timer = rounds
+        for session in self._timed:
+            deadline = session.get_timer()
+            if deadline is not None and (timer is None or deadline < timer):
+                timer = deadline
+        return timer
 
     def _asking_sessions(self) -> list[ServerSession]:
         """Sessions with a legacy question out: their deadlines are timers too."""
@@ -406,15 +411,35 @@ class HttpServer:
     def _arm(self, when: float, kind: str, conn: int = 0) -> None:
         heapq.heappush(self._wakeups, (when, kind, conn))
 
+    def _arm_conn(self, c: _Conn, when: float, kind: str) -> None:
+        """Arm ``c``'s request deadline or keep-alive at ``when``.
+
+        Each connection keeps at most one live heap entry per kind, at or
+        before its time (``armed``): a time that only moves later (every
+        request moves both) pushes nothing; ``_still_armed`` pushes the entry
+        again at the later time when the earlier one comes up.
+        """
+        armed = c.armed.get(kind)
+        if armed is None or when < armed:
+            c.armed[kind] = when
+            heapq.heappush(self._wakeups, (when, kind, c.id))
+
     def _still_armed(self, when: float, kind: str, conn: int) -> bool:
         if kind == "sweep":
             return bool(self._sessions) and when == self._next_sweep
         c = self._conns.get(conn)
-        if c is None or c.closed:
-            return False
-        if kind == "deadline":
-            return c.deadline == when
-        return c.out is not None and c.out.keepalive_at == when
+        if c is None or c.closed or c.armed.get(kind) != when:
+            return False  # gone, or an entry a later-armed earlier time superseded
+        keepalive = c.out.keepalive_at if c.out is not None else None
+        current = c.deadline if kind == "deadline" else keepalive
+        if current == when:
+            return True
+        # Not due at ``when`` (the caller pops this entry): disarmed, or moved later and pushed again.
+        del c.armed[kind]
+        if current is not None and current > when:
+            c.armed[kind] = current
+            heapq.heappush(self._wakeups, (current, kind, conn))
+        return False
 
     def handle_timer(self, now: float) -> None:
         self._now = max(self._now, now)
@@ -447,7 +472,7 @@ class HttpServer:
                 if out.mode == "sse":
                     self._write(c, comment("keep-alive"))
                 out.keepalive_at = now + self.http.sse_keepalive
-                self._arm(out.keepalive_at, "keepalive", c.id)
+                self._arm_conn(c, out.keepalive_at, "keepalive")
         if self._next_sweep is not None and now >= self._next_sweep:
             for s in list(self._sessions.values()):
                 if now >= s.last_active + self.http.session_idle and self._idle(s):
@@ -611,6 +636,11 @@ class HttpServer:
                         _HttpError(500, f"internal error in mcpx: {type(exc).__name__}", code=INTERNAL_ERROR),
                         close=True,
                     )
+                if c.out is not None:
+                    # Answered later (the application's, or a stream): until then h11 has only
+                    # PAUSED or NEED_DATA to give, and what arrives meanwhile (more bytes, the
+                    # client's end) comes through receive_data, which reads again.
+                    return
             elif isinstance(event, h11.ConnectionClosed):
                 self._detach(c, now)
                 self._close(c)
@@ -995,7 +1025,7 @@ class HttpServer:
         if stream.out is not None:  # resuming a stream another connection still holds: take it over
             self._end_response(stream.out, close=True)
         out = _Out(conn=c.id, accept_sse=True, stream=stream, keepalive_at=now + self.http.sse_keepalive)
-        self._arm(now + self.http.sse_keepalive, "keepalive", c.id)
+        self._arm_conn(c, now + self.http.sse_keepalive, "keepalive")
         c.out = out
         stream.out = out
         self._start_sse(c, out, prime=after is None)
@@ -1057,7 +1087,7 @@ class HttpServer:
         if self._next_sweep is None:
             self._schedule_sweep(now)
         out = _Out(conn=c.id, accept_sse=True, stream=stream, keepalive_at=now + self.http.sse_keepalive)
-        self._arm(now + self.http.sse_keepalive, "keepalive", c.id)
+        self._arm_conn(c, now + self.http.sse_keepalive, "keepalive")
         c.out = out
         stream.out = out
         self._start_sse(c, out, prime=False)
@@ -1138,7 +1168,7 @@ class HttpServer:
             self._retire(stream)
         elif out.mode == "pending" and accept_sse:
             out.keepalive_at = self._now + self.http.sse_keepalive
-            self._arm(out.keepalive_at, "keepalive", c.id)
+            self._arm_conn(c, out.keepalive_at, "keepalive")
 
     def _pump(self, session: ServerSession) -> None:
         """Route what ``session`` queued (and what a task change queued elsewhere)."""
@@ -1266,7 +1296,7 @@ class HttpServer:
             self._write(c, frame)
             if out.keepalive_at is not None:
                 out.keepalive_at = self._now + self.http.sse_keepalive
-                self._arm(out.keepalive_at, "keepalive", c.id)
+                self._arm_conn(c, out.keepalive_at, "keepalive")
         if final and stream.kind == "post":
             stream.done = True
             if out is not None and c is not None:
@@ -1387,8 +1417,9 @@ class HttpServer:
             c.request = None
             c.started_request = False
             c.deadline = self._now + self.http.request_timeout
-            self._arm(c.deadline, "deadline", c.id)
-            self._process(c, self._now)
+            self._arm_conn(c, c.deadline, "deadline")
+            if _holds_input(c.parser):  # a pipelined request, or the client's end: read it now
+                self._process(c, self._now)
 
     def _refuse(self, c: _Conn, exc: _HttpError, *, close: bool = False) -> None:
         if c.parser.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
@@ -1566,6 +1597,15 @@ def _buffered(parser: h11.Connection) -> int:
     if buffer is not None:
         return len(buffer)
     return len(parser.trailing_data[0])
+
+
+def _holds_input(parser: h11.Connection) -> bool:
+    """Whether h11 holds received bytes or the client's end, not yet read as events."""
+    buffer = getattr(parser, "_receive_buffer", None)  # as in _buffered: h11 keeps no public length
+    if buffer is None:
+        data, closed = parser.trailing_data
+        return bool(data) or closed
+    return bool(buffer) or bool(getattr(parser, "_receive_buffer_closed", True))
 
 
 def _requester(headers: Mapping[str, str]) -> str:
