@@ -121,6 +121,15 @@ _NAME_PARAM: Final = {
     "tasks/cancel": "taskId",
 }
 _BASE64_VALUE: Final = re.compile(r"=\?base64\?([A-Za-z0-9+/=]*)\?=\Z")
+# The plain path's grammar: h11's (its _abnf module: token, field-value, request-line) for
+# HTTP/1.1 requests only.
+_TOKEN: Final = r"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
+_FIELD: Final = r"(" + _TOKEN + r"):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*"
+_PLAIN_REQUEST_LINE: Final = re.compile(_TOKEN + r" [\x21-\x7e]+ HTTP/1\.1", re.ASCII)
+_PLAIN_HEADER: Final = re.compile(_FIELD, re.ASCII)
+_PLAIN_HEADERS: Final = re.compile(r"(?:" + _FIELD + r"\r\n)*" + _FIELD, re.ASCII)
+# Headers that change how h11 frames or keeps the exchange: a request with any goes to h11.
+_H11_HEADERS: Final = frozenset({"transfer-encoding", "connection", "expect", "upgrade", "te", "trailer"})
 
 
 # --------------------------------------------------------------------------
@@ -281,9 +290,11 @@ class _Conn:
     id: int
     parser: h11.Connection
     deadline: float | None
-    request: h11.Request | None = None
+    method: bytes = b""  # the current request's, as sent
+    target: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
-    body: bytearray = field(default_factory=bytearray)
+    body: bytes | bytearray = b""
+    plain: bytes | None = None  # the bytes of a request read without h11, until answered (or handed over)
     out: _Out | None = None
     closed: bool = False
     started_request: bool = False
@@ -361,6 +372,22 @@ class HttpServer:
         c = self._conns.get(conn)
         if c is None or c.closed:
             return
+        if c.plain is not None:
+            self._hand_to_h11(c)  # more bytes while a plain request is answered: h11 holds them
+            if c.closed:
+                return
+        elif (
+            data[:5] == b"POST "
+            and c.out is None
+            and not c.reading
+            and c.parser.our_state is h11.IDLE
+            and c.parser.their_state is h11.IDLE
+        ):
+            c.started_request = True  # bytes of a request: the deadline now answers 408
+            request = self._plain_request(c, data)
+            if request is not None:
+                self._read_plain(c, data, request, now)
+                return
         if data and c.parser.our_state is h11.IDLE:
             c.started_request = True  # bytes of a request: the deadline now answers 408
         try:
@@ -600,7 +627,7 @@ class HttpServer:
                 return
             if isinstance(event, h11.Request):
                 c.started_request = True
-                c.request = event
+                c.method, c.target = event.method, event.target
                 # h11 bounds only a header block still arriving; one that came
                 # whole is measured here, in the same bytes h11 counts, so the
                 # verdict does not depend on how the block was cut into reads.
@@ -624,18 +651,7 @@ class HttpServer:
                     )
                     return
             elif isinstance(event, h11.EndOfMessage):
-                c.deadline = None
-                try:
-                    self._route(c, now)
-                except _HttpError as exc:
-                    self._refuse(c, exc)
-                except Exception as exc:  # a bug here must cost one request, not the server
-                    self._actions.append(Trace(event="internal-error", detail={"error": repr(exc)}))
-                    self._refuse(
-                        c,
-                        _HttpError(500, f"internal error in mcpx: {type(exc).__name__}", code=INTERNAL_ERROR),
-                        close=True,
-                    )
+                self._request_read(c, now)
                 if c.out is not None:
                     # Answered later (the application's, or a stream): until then h11 has only
                     # PAUSED or NEED_DATA to give, and what arrives meanwhile (more bytes, the
@@ -646,10 +662,101 @@ class HttpServer:
                 self._close(c)
                 return
 
+    def _request_read(self, c: _Conn, now: float) -> None:
+        """A whole request is in (``c.method``, ``target``, ``headers``, ``body``): answer or route it."""
+        c.deadline = None
+        try:
+            self._route(c, now)
+        except _HttpError as exc:
+            self._refuse(c, exc)
+        except Exception as exc:  # a bug here must cost one request, not the server
+            self._actions.append(Trace(event="internal-error", detail={"error": repr(exc)}))
+            self._refuse(
+                c,
+                _HttpError(500, f"internal error in mcpx: {type(exc).__name__}", code=INTERNAL_ERROR),
+                close=True,
+            )
+
+    # -- the plain path: a whole, simple request in one read, and its JSON answer, without h11 --
+    #
+    # Nearly every request a host makes is a keep-alive HTTP/1.1 POST of one JSON body, read
+    # whole in one chunk, and answered with one JSON object (2025-11-25 and 2026-07-28
+    # transports pages: "application/json" unless the server streams).  h11 costs more than
+    # the rest of the binding together for that exchange, so such a request is read here and
+    # its JSON answer written here, and h11 is kept for everything else: a request it must
+    # see whole (another method, chunked, Expect, Upgrade, Connection, HTTP/1.0, a head or
+    # body over the limits, bytes that are not exactly one request), and any answer but a
+    # plain JSON one.
+    # The grammar below is h11's own (a subset of it), so a request read here is one h11
+    # would have read the same way; when the answer turns out to need h11 (an event stream,
+    # a refusal, a 202, more bytes arriving meanwhile) the request's bytes are handed to h11
+    # first (``_hand_to_h11``), which then stands where it would have stood.
+
+    def _plain_request(self, c: _Conn, data: bytes) -> tuple[str, dict[str, str], int] | None:
+        """``data`` as one whole plain request: (request line, headers, body start), or None for h11."""
+        if _holds_input(c.parser):
+            return None
+        end = data.find(b"\r\n\r\n")
+        if end < 0 or end + 4 > self.http.max_header_bytes:
+            return None
+        head = data[:end].decode("latin-1")
+        line, _, block = head.partition("\r\n")
+        if not line.endswith(" HTTP/1.1") or _PLAIN_REQUEST_LINE.fullmatch(line) is None:
+            return None
+        if _PLAIN_HEADERS.fullmatch(block) is None:
+            return None  # obs-fold, a bad byte, a bare CR or LF: h11 says what is wrong
+        headers: dict[str, str] = {}
+        for raw_name, value in _PLAIN_HEADER.findall(block):
+            name = raw_name.lower()
+            if name in _H11_HEADERS:
+                return None
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        length = headers.get("content-length")
+        host = headers.get("host")
+        if (
+            length is None
+            or not _is_decimal(length)
+            or len(length) > 20
+            or host is None
+            or "," in host  # two Host headers: h11 refuses them
+            or int(length) > self.http.max_body
+            or len(data) - end - 4 != int(length)
+        ):
+            return None
+        return line, headers, end + 4
+
+    def _read_plain(
+        self, c: _Conn, data: bytes, request: tuple[str, dict[str, str], int], now: float
+    ) -> None:
+        line, headers, start = request
+        method, _, rest = line.partition(" ")
+        c.method, c.target = method.encode("latin-1"), rest[: -len(" HTTP/1.1")].encode("latin-1")
+        c.headers = headers
+        c.body = data[start:]
+        c.plain = data
+        c.reading = True  # as in _process: a response finished inside reads nothing
+        try:
+            self._request_read(c, now)
+        finally:
+            c.reading = False
+        if c.plain is None and not c.closed and c.out is None and _holds_input(c.parser):
+            self._process(c, now)  # answered through h11, which holds more: read it
+
+    def _hand_to_h11(self, c: _Conn) -> None:
+        """The plain request on ``c`` needs h11 after all: feed it the request's bytes, as it would have had them."""
+        raw, c.plain = c.plain, None
+        assert raw is not None
+        try:
+            c.parser.receive_data(raw)
+            while not isinstance(c.parser.next_event(), h11.EndOfMessage):
+                pass
+        except h11.ProtocolError as exc:  # never: the plain grammar is h11's
+            self._actions.append(Trace(event="internal-error", detail={"error": repr(exc)}))
+            self._close(c)
+
     def _route(self, c: _Conn, now: float) -> None:
-        assert c.request is not None
         self._check_origin_and_host(c)
-        raw = c.request.target
+        raw = c.target
         query = ""
         if raw[:1] == b"/" and raw[:2] != b"//" and b"?" not in raw and b"#" not in raw:
             path = raw.decode("latin-1")  # a plain path (origin-form, no query): what urlsplit gives
@@ -659,7 +766,7 @@ class HttpServer:
             except ValueError:
                 raise _HttpError(400, "the request target is not a valid URL; request /mcp") from None
             path, query = target.path, target.query
-        method = c.request.method.decode("ascii", "replace")
+        method = c.method.decode("ascii", "replace")
         if path == self.http.mcp_path:
             if method == "POST":
                 self._post(c, now)
@@ -685,7 +792,7 @@ class HttpServer:
                 AppRequest(
                     conn=c.id,
                     method=method,
-                    target=c.request.target.decode("latin-1"),
+                    target=c.target.decode("latin-1"),
                     headers=dict(c.headers),
                     body=bytes(c.body),
                 )
@@ -744,7 +851,9 @@ class HttpServer:
         c = self._conns.get(conn)
         if c is None or c.closed or c.out is None or c.out.mode != "pending":
             return None
-        if c.parser.our_state is not h11.SEND_RESPONSE:
+        if c.plain is not None:
+            self._hand_to_h11(c)
+        if c.closed or c.parser.our_state is not h11.SEND_RESPONSE:
             return None
         return c
 
@@ -1333,6 +1442,10 @@ class HttpServer:
     # ------------------------------------------------------------------
 
     def _send(self, c: _Conn, event: h11.Event) -> None:
+        if c.plain is not None:
+            self._hand_to_h11(c)
+            if c.closed:
+                return
         try:
             data = c.parser.send(event)
         except h11.LocalProtocolError:
@@ -1346,6 +1459,17 @@ class HttpServer:
             self._send(c, h11.Data(data=data))
 
     def _respond_json(self, c: _Conn, out: _Out, status: int, payload: bytes) -> None:
+        if c.plain is not None and not out.extra_headers:
+            # What h11 would write for this response to a plain request, byte for byte.
+            head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % (
+                status,
+                _reason(status),
+                len(payload),
+            )
+            self._actions.append(SendBytes(conn=c.id, data=head + payload))
+            out.mode = "done"
+            self._finish_response(c)
+            return
         headers = [
             ("content-type", "application/json"),
             ("content-length", str(len(payload))),
@@ -1359,6 +1483,8 @@ class HttpServer:
     def _respond_plain(
         self, c: _Conn, status: int, payload: bytes, extra: tuple[tuple[str, str], ...] = ()
     ) -> None:
+        if c.plain is not None and not c.closed:
+            self._hand_to_h11(c)
         if c.closed or c.parser.our_state is not h11.SEND_RESPONSE:
             return
         headers = [("content-length", str(len(payload))), *extra]
@@ -1404,6 +1530,13 @@ class HttpServer:
     def _finish_response(self, c: _Conn) -> None:
         if c.closed:
             return
+        if c.plain is not None:  # written without h11, which saw neither request nor response
+            c.plain = None
+            if c.out is not None and c.out.stream is not None and c.out.stream.out is c.out:
+                c.out.stream.out = None
+            c.out = None
+            self._next_cycle(c)
+            return
         if c.parser.our_state is h11.SEND_BODY:
             self._send(c, h11.EndOfMessage())
         if c.out is not None and c.out.stream is not None and c.out.stream.out is c.out:
@@ -1414,14 +1547,21 @@ class HttpServer:
             return
         if c.parser.our_state is h11.DONE and c.parser.their_state is h11.DONE:
             c.parser.start_next_cycle()
-            c.request = None
-            c.started_request = False
-            c.deadline = self._now + self.http.request_timeout
-            self._arm_conn(c, c.deadline, "deadline")
-            if _holds_input(c.parser):  # a pipelined request, or the client's end: read it now
-                self._process(c, self._now)
+            self._next_cycle(c)
+
+    def _next_cycle(self, c: _Conn) -> None:
+        """The response is written and the connection kept: wait for the next request."""
+        c.started_request = False
+        c.deadline = self._now + self.http.request_timeout
+        self._arm_conn(c, c.deadline, "deadline")
+        if _holds_input(c.parser):  # a pipelined request, or the client's end: read it now
+            self._process(c, self._now)
 
     def _refuse(self, c: _Conn, exc: _HttpError, *, close: bool = False) -> None:
+        if c.plain is not None:
+            self._hand_to_h11(c)
+            if c.closed:
+                return
         if c.parser.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             self._close(c)
             return
@@ -1525,10 +1665,17 @@ class HttpServer:
 
 
 def _reason(status: int) -> bytes:
-    try:
-        return HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
+    reason = _REASONS.get(status)
+    if reason is None:
+        try:
+            reason = HTTPStatus(status).phrase.encode()
+        except ValueError:
+            reason = b""
+        _REASONS[status] = reason
+    return reason
+
+
+_REASONS: dict[int, bytes] = {}
 
 
 def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
