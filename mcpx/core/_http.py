@@ -7,7 +7,9 @@ connection and feeds the same ``ServerSession`` machinery as stdio (STYLE.md
 and the time; it drains ``next_actions()`` and writes ``SendBytes``, closes on
 ``CloseConnection``, and runs the application for ``HandleRequest`` exactly as
 it does for stdio.  Session ids are drawn from ``new_session_id``, which the
-caller supplies (randomness stays outside the core).
+caller supplies (randomness stays outside the core).  A whole, plain POST read
+in one chunk, and its plain JSON answer, skip h11 (``_plain_request``: h11's
+grammar, and the bytes h11 would write); anything else is h11's.
 
 Rules (seed §2.4, §3.2, §5; digest §13b–13d, §15):
 
