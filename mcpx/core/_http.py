@@ -7,7 +7,9 @@ connection and feeds the same ``ServerSession`` machinery as stdio (STYLE.md
 and the time; it drains ``next_actions()`` and writes ``SendBytes``, closes on
 ``CloseConnection``, and runs the application for ``HandleRequest`` exactly as
 it does for stdio.  Session ids are drawn from ``new_session_id``, which the
-caller supplies (randomness stays outside the core).
+caller supplies (randomness stays outside the core).  A whole, plain POST read
+in one chunk, and its plain JSON answer, skip h11 (``_plain_request``: h11's
+grammar, and the bytes h11 would write); anything else is h11's.
 
 Rules (seed §2.4, §3.2, §5; digest §13b–13d, §15):
 
@@ -121,6 +123,15 @@ _NAME_PARAM: Final = {
     "tasks/cancel": "taskId",
 }
 _BASE64_VALUE: Final = re.compile(r"=\?base64\?([A-Za-z0-9+/=]*)\?=\Z")
+# The plain path's grammar: h11's (its _abnf module: token, field-value, request-line) for
+# HTTP/1.1 requests only.
+_TOKEN: Final = r"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
+_FIELD: Final = r"(" + _TOKEN + r"):[ \t]*((?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?)[ \t]*"
+_PLAIN_REQUEST_LINE: Final = re.compile(_TOKEN + r" [\x21-\x7e]+ HTTP/1\.1", re.ASCII)
+_PLAIN_HEADER: Final = re.compile(_FIELD, re.ASCII)
+_PLAIN_HEADERS: Final = re.compile(r"(?:" + _FIELD + r"\r\n)*" + _FIELD, re.ASCII)
+# Headers that change how h11 frames or keeps the exchange: a request with any goes to h11.
+_H11_HEADERS: Final = frozenset({"transfer-encoding", "connection", "expect", "upgrade", "te", "trailer"})
 
 
 # --------------------------------------------------------------------------
@@ -281,14 +292,17 @@ class _Conn:
     id: int
     parser: h11.Connection
     deadline: float | None
-    request: h11.Request | None = None
+    method: bytes = b""  # the current request's, as sent
+    target: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
-    body: bytearray = field(default_factory=bytearray)
+    body: bytes | bytearray = b""
+    plain: bytes | None = None  # the bytes of a request read without h11, until answered (or handed over)
     out: _Out | None = None
     closed: bool = False
     started_request: bool = False
     reading: bool = False  # inside _process: a finished response must not recurse into it
     buffered: int = 0  # bytes h11 held when the current request began (header-size check)
+    armed: dict[str, float] = field(default_factory=dict)  # its live timer entries by kind (_arm_conn)
 
 
 # --------------------------------------------------------------------------
@@ -352,7 +366,7 @@ class HttpServer:
             parser=h11.Connection(h11.SERVER, max_incomplete_event_size=self.http.max_header_bytes),
             deadline=now + self.http.request_timeout,
         )
-        self._arm(now + self.http.request_timeout, "deadline", conn)
+        self._arm_conn(self._conns[conn], now + self.http.request_timeout, "deadline")
 
     def receive_data(self, conn: int, data: bytes, now: float) -> None:
         """Bytes read from ``conn``; ``b""`` when the client closed its side."""
@@ -360,6 +374,22 @@ class HttpServer:
         c = self._conns.get(conn)
         if c is None or c.closed:
             return
+        if c.plain is not None:
+            self._hand_to_h11(c)  # more bytes while a plain request is answered: h11 holds them
+            if c.closed:
+                return
+        elif (
+            data[:5] == b"POST "
+            and c.out is None
+            and not c.reading
+            and c.parser.our_state is h11.IDLE
+            and c.parser.their_state is h11.IDLE
+        ):
+            c.started_request = True  # bytes of a request: the deadline now answers 408
+            request = self._plain_request(c, data)
+            if request is not None:
+                self._read_plain(c, data, request, now)
+                return
         if data and c.parser.our_state is h11.IDLE:
             c.started_request = True  # bytes of a request: the deadline now answers 408
         try:
@@ -379,17 +409,21 @@ class HttpServer:
 
     def get_timer(self) -> float | None:
         # A heap of armed times, checked lazily: an entry whose connection
-        # moved on is dropped when it reaches the top.  Constant time per call,
+        # moved on is dropped (or, if its time only moved later, pushed again
+        # at the new time) when it reaches the top.  Constant time per call,
         # however many connections are open.
-        others = [self._rounds.get_timer() if self._rounds is not None else None]
-        others += [s.get_timer() for s in self._asking_sessions()]
         heap = self._wakeups
         while heap and not self._still_armed(*heap[0]):
             heapq.heappop(heap)
-        candidates = [t for t in others if t is not None]
-        if heap:
-            candidates.append(heap[0][0])
-        return min(candidates) if candidates else None
+        timer = heap[0][0] if heap else None
+        rounds = self._rounds.get_timer() if self._rounds is not None else None
+        if rounds is not None and (timer is None or rounds < timer):
+            timer = rounds
+        for session in self._timed:
+            deadline = session.get_timer()
+            if deadline is not None and (timer is None or deadline < timer):
+                timer = deadline
+        return timer
 
     def _asking_sessions(self) -> list[ServerSession]:
         """Sessions with a legacy question out: their deadlines are timers too."""
@@ -406,15 +440,35 @@ class HttpServer:
     def _arm(self, when: float, kind: str, conn: int = 0) -> None:
         heapq.heappush(self._wakeups, (when, kind, conn))
 
+    def _arm_conn(self, c: _Conn, when: float, kind: str) -> None:
+        """Arm ``c``'s request deadline or keep-alive at ``when``.
+
+        Each connection keeps at most one live heap entry per kind, at or
+        before its time (``armed``): a time that only moves later (every
+        request moves both) pushes nothing; ``_still_armed`` pushes the entry
+        again at the later time when the earlier one comes up.
+        """
+        armed = c.armed.get(kind)
+        if armed is None or when < armed:
+            c.armed[kind] = when
+            heapq.heappush(self._wakeups, (when, kind, c.id))
+
     def _still_armed(self, when: float, kind: str, conn: int) -> bool:
         if kind == "sweep":
             return bool(self._sessions) and when == self._next_sweep
         c = self._conns.get(conn)
-        if c is None or c.closed:
-            return False
-        if kind == "deadline":
-            return c.deadline == when
-        return c.out is not None and c.out.keepalive_at == when
+        if c is None or c.closed or c.armed.get(kind) != when:
+            return False  # gone, or an entry a later-armed earlier time superseded
+        keepalive = c.out.keepalive_at if c.out is not None else None
+        current = c.deadline if kind == "deadline" else keepalive
+        if current == when:
+            return True
+        # Not due at ``when`` (the caller pops this entry): disarmed, or moved later and pushed again.
+        del c.armed[kind]
+        if current is not None and current > when:
+            c.armed[kind] = current
+            heapq.heappush(self._wakeups, (current, kind, conn))
+        return False
 
     def handle_timer(self, now: float) -> None:
         self._now = max(self._now, now)
@@ -447,7 +501,7 @@ class HttpServer:
                 if out.mode == "sse":
                     self._write(c, comment("keep-alive"))
                 out.keepalive_at = now + self.http.sse_keepalive
-                self._arm(out.keepalive_at, "keepalive", c.id)
+                self._arm_conn(c, out.keepalive_at, "keepalive")
         if self._next_sweep is not None and now >= self._next_sweep:
             for s in list(self._sessions.values()):
                 if now >= s.last_active + self.http.session_idle and self._idle(s):
@@ -575,7 +629,7 @@ class HttpServer:
                 return
             if isinstance(event, h11.Request):
                 c.started_request = True
-                c.request = event
+                c.method, c.target = event.method, event.target
                 # h11 bounds only a header block still arriving; one that came
                 # whole is measured here, in the same bytes h11 counts, so the
                 # verdict does not depend on how the block was cut into reads.
@@ -599,27 +653,112 @@ class HttpServer:
                     )
                     return
             elif isinstance(event, h11.EndOfMessage):
-                c.deadline = None
-                try:
-                    self._route(c, now)
-                except _HttpError as exc:
-                    self._refuse(c, exc)
-                except Exception as exc:  # a bug here must cost one request, not the server
-                    self._actions.append(Trace(event="internal-error", detail={"error": repr(exc)}))
-                    self._refuse(
-                        c,
-                        _HttpError(500, f"internal error in mcpx: {type(exc).__name__}", code=INTERNAL_ERROR),
-                        close=True,
-                    )
+                self._request_read(c, now)
+                if c.out is not None:
+                    # Answered later (the application's, or a stream): until then h11 has only
+                    # PAUSED or NEED_DATA to give, and what arrives meanwhile (more bytes, the
+                    # client's end) comes through receive_data, which reads again.
+                    return
             elif isinstance(event, h11.ConnectionClosed):
                 self._detach(c, now)
                 self._close(c)
                 return
 
+    def _request_read(self, c: _Conn, now: float) -> None:
+        """A whole request is in (``c.method``, ``target``, ``headers``, ``body``): answer or route it."""
+        c.deadline = None
+        try:
+            self._route(c, now)
+        except _HttpError as exc:
+            self._refuse(c, exc)
+        except Exception as exc:  # a bug here must cost one request, not the server
+            self._actions.append(Trace(event="internal-error", detail={"error": repr(exc)}))
+            self._refuse(
+                c,
+                _HttpError(500, f"internal error in mcpx: {type(exc).__name__}", code=INTERNAL_ERROR),
+                close=True,
+            )
+
+    # -- the plain path: a whole, simple request in one read, and its JSON answer, without h11 --
+    #
+    # Nearly every request a host makes is a keep-alive HTTP/1.1 POST of one JSON body, read
+    # whole in one chunk, and answered with one JSON object (2025-11-25 and 2026-07-28
+    # transports pages: "application/json" unless the server streams).  h11 costs more than
+    # the rest of the binding together for that exchange, so such a request is read here and
+    # its JSON answer written here, and h11 is kept for everything else: a request it must
+    # see whole (another method, chunked, Expect, Upgrade, Connection, HTTP/1.0, a head or
+    # body over the limits, bytes that are not exactly one request), and any answer but a
+    # plain JSON one.
+    # The grammar below is h11's own (a subset of it), so a request read here is one h11
+    # would have read the same way; when the answer turns out to need h11 (an event stream,
+    # a refusal, a 202, more bytes arriving meanwhile) the request's bytes are handed to h11
+    # first (``_hand_to_h11``), which then stands where it would have stood.
+
+    def _plain_request(self, c: _Conn, data: bytes) -> tuple[str, dict[str, str], int] | None:
+        """``data`` as one whole plain request: (request line, headers, body start), or None for h11."""
+        if _holds_input(c.parser):
+            return None
+        end = data.find(b"\r\n\r\n")
+        if end < 0 or end + 4 > self.http.max_header_bytes:
+            return None
+        head = data[:end].decode("latin-1")
+        line, _, block = head.partition("\r\n")
+        if not line.endswith(" HTTP/1.1") or _PLAIN_REQUEST_LINE.fullmatch(line) is None:
+            return None
+        if _PLAIN_HEADERS.fullmatch(block) is None:
+            return None  # obs-fold, a bad byte, a bare CR or LF: h11 says what is wrong
+        headers: dict[str, str] = {}
+        for raw_name, value in _PLAIN_HEADER.findall(block):
+            name = raw_name.lower()
+            if name in _H11_HEADERS:
+                return None
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        length = headers.get("content-length")
+        host = headers.get("host")
+        if (
+            length is None
+            or not _is_decimal(length)
+            or len(length) > 20
+            or host is None
+            or "," in host  # two Host headers: h11 refuses them
+            or int(length) > self.http.max_body
+            or len(data) - end - 4 != int(length)
+        ):
+            return None
+        return line, headers, end + 4
+
+    def _read_plain(
+        self, c: _Conn, data: bytes, request: tuple[str, dict[str, str], int], now: float
+    ) -> None:
+        line, headers, start = request
+        method, _, rest = line.partition(" ")
+        c.method, c.target = method.encode("latin-1"), rest[: -len(" HTTP/1.1")].encode("latin-1")
+        c.headers = headers
+        c.body = data[start:]
+        c.plain = data
+        c.reading = True  # as in _process: a response finished inside reads nothing
+        try:
+            self._request_read(c, now)
+        finally:
+            c.reading = False
+        if c.plain is None and not c.closed and c.out is None and _holds_input(c.parser):
+            self._process(c, now)  # answered through h11, which holds more: read it
+
+    def _hand_to_h11(self, c: _Conn) -> None:
+        """The plain request on ``c`` needs h11 after all: feed it the request's bytes, as it would have had them."""
+        raw, c.plain = c.plain, None
+        assert raw is not None
+        try:
+            c.parser.receive_data(raw)
+            while not isinstance(c.parser.next_event(), h11.EndOfMessage):
+                pass
+        except h11.ProtocolError as exc:  # never: the plain grammar is h11's
+            self._actions.append(Trace(event="internal-error", detail={"error": repr(exc)}))
+            self._close(c)
+
     def _route(self, c: _Conn, now: float) -> None:
-        assert c.request is not None
         self._check_origin_and_host(c)
-        raw = c.request.target
+        raw = c.target
         query = ""
         if raw[:1] == b"/" and raw[:2] != b"//" and b"?" not in raw and b"#" not in raw:
             path = raw.decode("latin-1")  # a plain path (origin-form, no query): what urlsplit gives
@@ -629,7 +768,7 @@ class HttpServer:
             except ValueError:
                 raise _HttpError(400, "the request target is not a valid URL; request /mcp") from None
             path, query = target.path, target.query
-        method = c.request.method.decode("ascii", "replace")
+        method = c.method.decode("ascii", "replace")
         if path == self.http.mcp_path:
             if method == "POST":
                 self._post(c, now)
@@ -655,7 +794,7 @@ class HttpServer:
                 AppRequest(
                     conn=c.id,
                     method=method,
-                    target=c.request.target.decode("latin-1"),
+                    target=c.target.decode("latin-1"),
                     headers=dict(c.headers),
                     body=bytes(c.body),
                 )
@@ -714,7 +853,9 @@ class HttpServer:
         c = self._conns.get(conn)
         if c is None or c.closed or c.out is None or c.out.mode != "pending":
             return None
-        if c.parser.our_state is not h11.SEND_RESPONSE:
+        if c.plain is not None:
+            self._hand_to_h11(c)
+        if c.closed or c.parser.our_state is not h11.SEND_RESPONSE:
             return None
         return c
 
@@ -995,7 +1136,7 @@ class HttpServer:
         if stream.out is not None:  # resuming a stream another connection still holds: take it over
             self._end_response(stream.out, close=True)
         out = _Out(conn=c.id, accept_sse=True, stream=stream, keepalive_at=now + self.http.sse_keepalive)
-        self._arm(now + self.http.sse_keepalive, "keepalive", c.id)
+        self._arm_conn(c, now + self.http.sse_keepalive, "keepalive")
         c.out = out
         stream.out = out
         self._start_sse(c, out, prime=after is None)
@@ -1057,7 +1198,7 @@ class HttpServer:
         if self._next_sweep is None:
             self._schedule_sweep(now)
         out = _Out(conn=c.id, accept_sse=True, stream=stream, keepalive_at=now + self.http.sse_keepalive)
-        self._arm(now + self.http.sse_keepalive, "keepalive", c.id)
+        self._arm_conn(c, now + self.http.sse_keepalive, "keepalive")
         c.out = out
         stream.out = out
         self._start_sse(c, out, prime=False)
@@ -1138,7 +1279,7 @@ class HttpServer:
             self._retire(stream)
         elif out.mode == "pending" and accept_sse:
             out.keepalive_at = self._now + self.http.sse_keepalive
-            self._arm(out.keepalive_at, "keepalive", c.id)
+            self._arm_conn(c, out.keepalive_at, "keepalive")
 
     def _pump(self, session: ServerSession) -> None:
         """Route what ``session`` queued (and what a task change queued elsewhere)."""
@@ -1266,7 +1407,7 @@ class HttpServer:
             self._write(c, frame)
             if out.keepalive_at is not None:
                 out.keepalive_at = self._now + self.http.sse_keepalive
-                self._arm(out.keepalive_at, "keepalive", c.id)
+                self._arm_conn(c, out.keepalive_at, "keepalive")
         if final and stream.kind == "post":
             stream.done = True
             if out is not None and c is not None:
@@ -1303,6 +1444,10 @@ class HttpServer:
     # ------------------------------------------------------------------
 
     def _send(self, c: _Conn, event: h11.Event) -> None:
+        if c.plain is not None:
+            self._hand_to_h11(c)
+            if c.closed:
+                return
         try:
             data = c.parser.send(event)
         except h11.LocalProtocolError:
@@ -1316,6 +1461,17 @@ class HttpServer:
             self._send(c, h11.Data(data=data))
 
     def _respond_json(self, c: _Conn, out: _Out, status: int, payload: bytes) -> None:
+        if c.plain is not None and not out.extra_headers:
+            # What h11 would write for this response to a plain request, byte for byte.
+            head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % (
+                status,
+                _reason(status),
+                len(payload),
+            )
+            self._actions.append(SendBytes(conn=c.id, data=head + payload))
+            out.mode = "done"
+            self._finish_response(c)
+            return
         headers = [
             ("content-type", "application/json"),
             ("content-length", str(len(payload))),
@@ -1329,6 +1485,8 @@ class HttpServer:
     def _respond_plain(
         self, c: _Conn, status: int, payload: bytes, extra: tuple[tuple[str, str], ...] = ()
     ) -> None:
+        if c.plain is not None and not c.closed:
+            self._hand_to_h11(c)
         if c.closed or c.parser.our_state is not h11.SEND_RESPONSE:
             return
         headers = [("content-length", str(len(payload))), *extra]
@@ -1374,6 +1532,13 @@ class HttpServer:
     def _finish_response(self, c: _Conn) -> None:
         if c.closed:
             return
+        if c.plain is not None:  # written without h11, which saw neither request nor response
+            c.plain = None
+            if c.out is not None and c.out.stream is not None and c.out.stream.out is c.out:
+                c.out.stream.out = None
+            c.out = None
+            self._next_cycle(c)
+            return
         if c.parser.our_state is h11.SEND_BODY:
             self._send(c, h11.EndOfMessage())
         if c.out is not None and c.out.stream is not None and c.out.stream.out is c.out:
@@ -1384,13 +1549,21 @@ class HttpServer:
             return
         if c.parser.our_state is h11.DONE and c.parser.their_state is h11.DONE:
             c.parser.start_next_cycle()
-            c.request = None
-            c.started_request = False
-            c.deadline = self._now + self.http.request_timeout
-            self._arm(c.deadline, "deadline", c.id)
+            self._next_cycle(c)
+
+    def _next_cycle(self, c: _Conn) -> None:
+        """The response is written and the connection kept: wait for the next request."""
+        c.started_request = False
+        c.deadline = self._now + self.http.request_timeout
+        self._arm_conn(c, c.deadline, "deadline")
+        if _holds_input(c.parser):  # a pipelined request, or the client's end: read it now
             self._process(c, self._now)
 
     def _refuse(self, c: _Conn, exc: _HttpError, *, close: bool = False) -> None:
+        if c.plain is not None:
+            self._hand_to_h11(c)
+            if c.closed:
+                return
         if c.parser.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             self._close(c)
             return
@@ -1494,10 +1667,17 @@ class HttpServer:
 
 
 def _reason(status: int) -> bytes:
-    try:
-        return HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
+    reason = _REASONS.get(status)
+    if reason is None:
+        try:
+            reason = HTTPStatus(status).phrase.encode()
+        except ValueError:
+            reason = b""
+        _REASONS[status] = reason
+    return reason
+
+
+_REASONS: dict[int, bytes] = {}
 
 
 def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -1566,6 +1746,15 @@ def _buffered(parser: h11.Connection) -> int:
     if buffer is not None:
         return len(buffer)
     return len(parser.trailing_data[0])
+
+
+def _holds_input(parser: h11.Connection) -> bool:
+    """Whether h11 holds received bytes or the client's end, not yet read as events."""
+    buffer = getattr(parser, "_receive_buffer", None)  # as in _buffered: h11 keeps no public length
+    if buffer is None:
+        data, closed = parser.trailing_data
+        return bool(data) or closed
+    return bool(buffer) or bool(getattr(parser, "_receive_buffer_closed", True))
 
 
 def _requester(headers: Mapping[str, str]) -> str:

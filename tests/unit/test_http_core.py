@@ -639,3 +639,69 @@ def test_app_paths_reach_the_application_under_the_same_checks_and_keep_the_conn
     other = h.open()
     h.send(other, "GET", None, {"origin": "https://evil.example"}, target="/v1/servers")
     assert h.reply(other).status == 403 and len(h.app) == 2
+
+
+def test_a_plain_post_and_the_same_bytes_cut_up_are_answered_byte_for_byte_alike() -> None:
+    """A whole POST in one read skips h11 (HttpServer's plain path); split, h11 reads it: same bytes out.
+
+    Both for a plain JSON answer and for one that becomes an event stream
+    (progress first, so h11 takes the request over), and with the next
+    request arriving while the first is still unanswered.
+    """
+
+    def run(split: bool) -> list[bytes]:
+        h = Harness()
+        session = h.initialize()
+        conn = h.open()
+        headers = [
+            ("host", "127.0.0.1:8000"),
+            ("accept", "application/json, text/event-stream"),
+            ("content-type", "application/json"),
+            ("mcp-session-id", session),
+            ("mcp-protocol-version", "2025-11-25"),
+        ]
+        client = h11.Connection(h11.CLIENT)
+
+        def request(request_id: int) -> bytes:
+            body = orjson.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "tools/call",
+                    "params": {"name": "t", "_meta": {"progressToken": request_id}},
+                }
+            )
+            data = client.send(
+                h11.Request(
+                    method="POST", target="/mcp", headers=[*headers, ("content-length", str(len(body)))]
+                )
+            )
+            data = (data or b"") + (client.send(h11.Data(data=body)) or b"")
+            data += client.send(h11.EndOfMessage()) or b""
+            return data
+
+        def feed(data: bytes) -> None:
+            for piece in [data[i : i + 1] for i in range(len(data))] if split else [data]:
+                h.http.receive_data(conn, piece, h.now)
+            h.pump()
+
+        out: list[bytes] = []
+        feed(request(1))
+        h.answer(h.handled[-1], {"content": []})  # a plain JSON answer
+        out.append(bytes(h.inbox.pop(conn, b"")))
+        client = h11.Connection(h11.CLIENT)  # a fresh writer for the next request's bytes
+        feed(request(2))
+        second = h.handled[-1]
+        client = h11.Connection(h11.CLIENT)
+        feed(request(3))  # arrives while the second is unanswered
+        h.http.progress(second.token, 0.5)  # an event stream now
+        h.pump()
+        h.answer(second, {"content": []})
+        h.answer(h.handled[-1], {"content": []})
+        out.append(bytes(h.inbox.pop(conn, b"")))
+        return out
+
+    whole, cut_up = run(split=False), run(split=True)
+    assert whole == cut_up
+    assert whole[0].startswith(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
+    assert b"text/event-stream" in whole[1] and whole[1].count(b"HTTP/1.1 200") == 2
