@@ -43,8 +43,8 @@ from ``/proc/<pid>/stat``) is recorded for every path, and so is the load
 generator's own CPU share.
 
 The daemons run with a private state directory (``MCPX_STATE``), a config
-file (``MCPX_CONFIG``) naming one upstream, ``MCPX_TRANSPORT_PORT=0`` and
-``HOME`` a temporary directory; each is started explicitly (``mcpx daemon``)
+file (``MCPX_CONFIG``) naming one upstream (``scope = "shared"``: the echoes
+keep no state), ``MCPX_TRANSPORT_PORT=0`` and ``HOME`` a temporary directory; each is started explicitly (``mcpx daemon``)
 and warmed before anything is timed, and stopped at the end by the pid in
 ``<state>/daemon.json``.  ``--committed`` runs the committed mcpx (``git
 archive HEAD mcpx``) rather than the working tree.  Every process the
@@ -740,10 +740,15 @@ class Daemon:
         lines = []
         if passthrough:
             lines += ["[mcp]", f"passthrough = [{toml_str(server)}]", ""]
+        # The echo servers keep no state, so they are configured as a user would configure such a
+        # server: one instance for every host (``scope = "shared"``), as the floors have one
+        # upstream.  A command server's default, one instance per host, would give each of the
+        # sixteen HTTP sessions of phase C a process of its own.
         lines += [
             f"[servers.{server}]",
             f"command = {toml_str(command[0])}",
             "args = [" + ", ".join(toml_str(a) for a in command[1:]) + "]",
+            'scope = "shared"',
         ]
         self.config.write_text("\n".join(lines) + "\n")
         self.env = bench.env(
