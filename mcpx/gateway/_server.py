@@ -384,7 +384,7 @@ class GatewayServer(Server):
         if not self.upstreams.routable(decided.server):
             return None
         key, per_request = scope_key(context)
-        return Deferred(functools.partial(self._start_routed, decided, key, per_request))
+        return Deferred.of(functools.partial(self._start_routed, decided, key, per_request))
 
     def _start_routed(self, route: Route, key: str, per_request: bool, pending: Pending) -> None:
         routes = self.upstreams.routes

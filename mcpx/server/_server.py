@@ -416,6 +416,14 @@ class Deferred:
 
     start: Callable[[Pending], None]
 
+    @staticmethod
+    def of(start: Callable[[Pending], None]) -> Deferred:
+        """``Deferred(start)``, built as the fast paths build theirs (``mcpx.core._drafts``)."""
+        deferred: Any = _new(_DEFERRED_DRAFT)
+        deferred.start = start
+        deferred.__class__ = Deferred
+        return deferred  # type: ignore[no-any-return]
+
 
 Invocation = Outcome | Call | Deferred
 
@@ -425,6 +433,7 @@ Invocation = Outcome | Call | Deferred
 _new = object.__new__
 _CALL_DRAFT = draft_of(Call)
 _OUTCOME_DRAFT = draft_of(Outcome)
+_DEFERRED_DRAFT = draft_of(Deferred)
 
 
 def _outcome(result: Mapping[str, Any]) -> Outcome:
