@@ -83,6 +83,21 @@ def children(pid: int) -> dict[int, str]:
     return found
 
 
+def daemons_of(state: Path) -> list[int]:
+    """The ``mcpx daemon`` processes serving ``state`` (from ``/proc``): those ``mcpx serve`` started too."""
+    found = []
+    wanted = str(state).encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"daemon" in argv and wanted in argv:
+                found.append(int(entry.name))
+    return found
+
+
 class DaemonProcess:
     def __init__(self, root: Path, config: str | None = None, env: dict[str, str] | None = None) -> None:
         self.env = {**os.environ, "HOME": str(root), "MCPX_STATE": str(root / "state")}

@@ -36,7 +36,7 @@ from mcpx.config._settings import NOT_YET, SETTINGS, env_name
 
 from ..fuzz._mcp import CC, CI, MODERN, PV, initialize, notification, request, to_line
 from ..fuzz._serve_host import ROOT, WAIT, Daemon, Host
-from ._daemon_process import children
+from ._daemon_process import children, daemons_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -112,6 +112,14 @@ class Running(Daemon):
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(WAIT)
+        # A host's ``mcpx serve`` starts a daemon again when this one ends under it (a test that
+        # stops the daemon mid-call), with ``--state`` this one's: it goes too.  The host's shim
+        # has been killed by now (its context ends first), so every daemon it started is listed.
+        for pid in daemons_of(self.state):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+                if not wait_for_exit(pid, WAIT):
+                    os.kill(pid, signal.SIGKILL)
 
     def http(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
