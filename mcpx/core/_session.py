@@ -66,8 +66,7 @@ from ._actions import (
     Send,
     SuspendStream,
     Trace,
-    build_handle_request,
-    build_request_context,
+    build_request,
     build_send,
 )
 from ._downgrade import Ages, downgrade, downgrade_error, envelope
@@ -1634,19 +1633,21 @@ class ServerSession:
         if not self._admit(rec):
             return
         if rec.dispatched:
-            context = build_request_context(
-                token,
-                req.id,
-                req.method,
-                judged.revision,
-                judged.capabilities,
-                judged.client_info,
-                judged.log_level if judged.modern else self._log_level,
-                rec.progress_token,
-                meta,
-                self._identity,
+            self._actions.append(
+                build_request(
+                    token,
+                    req.id,
+                    req.method,
+                    params,
+                    judged.revision,
+                    judged.capabilities,
+                    judged.client_info,
+                    judged.log_level if judged.modern else self._log_level,
+                    rec.progress_token,
+                    meta,
+                    self._identity,
+                )
             )
-            self._actions.append(build_handle_request(token, req.method, params, context))
         else:
             self._core_request(rec, req, judged)
 
@@ -1768,19 +1769,21 @@ class ServerSession:
         )
         if not self._admit(rec):
             return True
-        context = build_request_context(
-            token,
-            request_id,
-            method,
-            rev,
-            caps,
-            client_info,
-            context_level,
-            progress_token,
-            meta,
-            self._identity,
+        self._actions.append(
+            build_request(
+                token,
+                request_id,
+                method,
+                params,
+                rev,
+                caps,
+                client_info,
+                context_level,
+                progress_token,
+                meta,
+                self._identity,
+            )
         )
-        self._actions.append(build_handle_request(token, method, params, context))
         return True
 
     def _plain_route(self, method: str, rev: Revision, modern: bool) -> Revision | None:
