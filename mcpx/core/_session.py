@@ -1234,9 +1234,11 @@ class ServerSession:
             if declared and support in ("optional", "required"):
                 rec.task_support = support
             return True
+        hint = params.get("task")
+        if hint is None and support != "required":
+            return True  # the usual call: an ordinary one, at any legacy revision
         if rec.revision < Revision.V2025_11_25:
             return True  # no tasks before 2025-11-25: `task` means nothing there
-        hint = params.get("task")
         problem = None
         if hint is not None and support not in ("optional", "required"):
             problem = f"tool {name!r} does not run as a task (its execution.taskSupport is {support!r})"
