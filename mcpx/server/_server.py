@@ -469,6 +469,10 @@ class _Tool:
         structured = self.structured
 
         def finish(value: Any) -> Outcome:
+            if (
+                type(value) is str and not structured
+            ):  # to_call_result's first case, in line: the usual return
+                return _outcome({"content": [{"type": "text", "text": value}]})
             return _outcome(to_call_result(value, structured=structured))
 
         self.finish = finish
@@ -1006,7 +1010,10 @@ class Server:
         return self._page([t.definition for t in self._tools.values()], params, "tools")
 
     def _call_tool(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
-        tool = _named(params, self._tools, "tool", "tools/call")
+        name = params.get("name")
+        tool = self._tools.get(name) if type(name) is str else None
+        if tool is None:  # _named's look-up, in line for the usual call; it words the errors
+            tool = _named(params, self._tools, "tool", "tools/call")
         name = tool.name
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, dict):
