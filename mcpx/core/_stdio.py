@@ -82,7 +82,7 @@ class StdioServerConnection:
 
     def next_actions(self) -> list[Action]:
         if self._tasks is not None:
-            self._tasks.take_touched()  # one session: its actions are these
+            self._tasks.forget_touched()  # one session: its actions are these
         return self.session.next_actions()
 
     def promote(self, token: int) -> bool:
