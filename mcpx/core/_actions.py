@@ -176,15 +176,41 @@ def build_send(payload: bytes, stream: int | None, final: bool, error_code: int 
     return send  # type: ignore[no-any-return]
 
 
-def build_handle_request(
-    token: int, method: str, params: Mapping[str, Any], context: RequestContext
+def build_request(
+    token: int,
+    request_id: RequestId,
+    method: str,
+    params: Mapping[str, Any],
+    revision: Revision,
+    client_capabilities: Mapping[str, Any],
+    client_info: Mapping[str, Any] | None,
+    log_level: str | None,
+    progress_token: str | int | None,
+    meta: Mapping[str, Any],
+    identity: str | None,
 ) -> HandleRequest:
-    """``HandleRequest(token=..., method=..., params=..., context=...)``, built the same cheap way."""
+    """``HandleRequest`` with its ``RequestContext``, both built the same cheap way, in one call.
+
+    Every request the session hands the application is built here (one call
+    instead of two: this runs for every request).
+    """
+    ctx: Any = _new(_CONTEXT_DRAFT)
+    ctx.token = token
+    ctx.request_id = request_id
+    ctx.method = method
+    ctx.revision = revision
+    ctx.client_capabilities = client_capabilities
+    ctx.client_info = client_info
+    ctx.log_level = log_level
+    ctx.progress_token = progress_token
+    ctx.meta = meta
+    ctx.identity = identity
+    ctx.__class__ = RequestContext
     action: Any = _new(_HANDLE_DRAFT)
     action.token = token
     action.method = method
     action.params = params
-    action.context = context
+    action.context = ctx
     action.__class__ = HandleRequest
     return action  # type: ignore[no-any-return]
 

@@ -34,7 +34,7 @@ a revision does not define onto one it does.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import orjson
@@ -64,15 +64,23 @@ R26: Final = Revision.V2026_07_28
 # --------------------------------------------------------------------------
 
 
+# A list of union members (content blocks) walked at one revision: the union's
+# discriminator, and for each tag the fields that matter in that variant.  A
+# member holding none of its tag's fields is left as it is without a call.
+_Quiet = tuple[str, dict[str, frozenset[str]]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     drop: frozenset[str]  # fields this revision does not define
-    # Fields whose contents may need work; for a _meta field, the reserved keys it loses.
-    walk: tuple[tuple[str, FieldRule, frozenset[str] | None], ...]
+    # Fields whose contents may need work: (name, rule, the reserved keys a _meta
+    # field loses or None, the quiet test for a list of union members or None).
+    walk: tuple[tuple[str, FieldRule, frozenset[str] | None, _Quiet | None], ...]
     untouched: bool  # nothing in this shape or below can change at this revision
     # Every field whose presence can make a difference (drop, walk and the
     # special rules' fields): an object holding none of them comes back as it is.
     touch: frozenset[str]
+    special: bool = False  # a shape in _SPECIAL: its own rule runs after the walk (strict only)
 
 
 def _meta_keys_dropped(where: str, rev: Revision) -> frozenset[str]:
@@ -113,13 +121,30 @@ def _build_plans() -> dict[tuple[str, Revision], _Plan]:
         for rev in REVISIONS:
             drop = frozenset(k for k, rule in fields.items() if not rule.defined_in(rev))
             walk = tuple(
-                (k, rule, None if rule.meta is None else _meta_keys_dropped(rule.meta, rev))
+                (k, rule, None if rule.meta is None else _meta_keys_dropped(rule.meta, rev), None)
                 for k, rule in fields.items()
                 if rule.defined_in(rev) and not untouched_field(rule, rev, {name})
             )
-            touch = drop | {k for k, _, _ in walk} | _SPECIAL.get(name, frozenset())
-            plans[(name, rev)] = _Plan(drop=drop, walk=walk, untouched=not drop and not walk, touch=touch)
+            touch = drop | {k for k, _, _, _ in walk} | _SPECIAL.get(name, frozenset())
+            plans[(name, rev)] = _Plan(
+                drop=drop, walk=walk, untouched=not drop and not walk, touch=touch, special=name in _SPECIAL
+            )
     return plans
+
+
+def _with_quiet(plans: dict[tuple[str, Revision], _Plan]) -> dict[tuple[str, Revision], _Plan]:
+    """``plans`` whose walked lists of union members carry their quiet test (it needs the plans first)."""
+
+    def quiet(rule: FieldRule, rev: Revision) -> _Quiet | None:
+        if rule.items is None or rule.items not in UNION_SHAPES:
+            return None
+        tags = _QUIET[(rule.items, rev)]
+        return (UNION_SHAPES[rule.items].discriminator, tags)
+
+    return {
+        (name, rev): replace(plan, walk=tuple((k, rule, m, quiet(rule, rev)) for k, rule, m, _ in plan.walk))
+        for (name, rev), plan in plans.items()
+    }
 
 
 # Shapes with rules beyond dropping fields, and the fields those rules read:
@@ -130,7 +155,7 @@ _SPECIAL: Final[dict[str, frozenset[str]]] = {
 }
 
 
-_PLANS: Final = _build_plans()
+_BASE_PLANS: Final = _build_plans()  # _PLANS, below, adds what needs _QUIET
 _UNIONS: Final = dict(UNION_SHAPES)
 _CACHEABLE: Final = dict(CACHEABLE)  # a dict's get, not a mapping proxy's: envelope runs per result
 # (union, revision) -> {tag: the variant's shape, or None when the revision
@@ -146,9 +171,12 @@ _VARIANTS: Final[dict[tuple[str, Revision], dict[str, str | None]]] = {
 # holding none of them is left as it is without a call (a list of content
 # blocks is walked on every tools/call result).
 _QUIET: Final[dict[tuple[str, Revision], dict[str, frozenset[str]]]] = {
-    (name, rev): {tag: _PLANS[(shape, rev)].touch for tag, shape in variants.items() if shape is not None}
+    (name, rev): {
+        tag: _BASE_PLANS[(shape, rev)].touch for tag, shape in variants.items() if shape is not None
+    }
     for (name, rev), variants in _VARIANTS.items()
 }
+_PLANS: Final = _with_quiet(_BASE_PLANS)
 
 
 # --------------------------------------------------------------------------
@@ -162,11 +190,9 @@ def downgrade(value: Mapping[str, Any], shape: str, revision: Revision, *, stric
     Returns ``value`` itself when nothing needs to change, otherwise a
     copy-on-write copy.  Unknown shapes are returned unchanged.
     """
-    if shape in _UNIONS:
-        return _union(value, shape, revision, strict)
-    plan = _PLANS.get((shape, revision))
+    plan = _PLANS.get((shape, revision))  # a result's shape, as a rule: one lookup
     if plan is None:
-        return value
+        return _union(value, shape, revision, strict) if shape in _UNIONS else value
     return _object(value, shape, revision, strict, plan)
 
 
@@ -180,7 +206,7 @@ def _object(value: Any, shape: str, rev: Revision, strict: bool, plan: _Plan | N
     out: dict[str, Any] | None = None
     if strict and not plan.drop.isdisjoint(value):
         out = {k: v for k, v in value.items() if k not in plan.drop}
-    for key, rule, meta_drop in plan.walk:
+    for key, rule, meta_drop, quiet in plan.walk:
         if key not in value:
             continue
         old = value[key]
@@ -188,13 +214,30 @@ def _object(value: Any, shape: str, rev: Revision, strict: bool, plan: _Plan | N
             if not strict or not isinstance(old, dict) or meta_drop.isdisjoint(old):
                 continue
             new = {k: v for k, v in old.items() if k not in meta_drop}
+        elif quiet is not None and type(old) is list:
+            # A tools/call result's content blocks: as a rule none holds a field its variant's
+            # plan touches, and the list is left as it is without a call per block (what
+            # _field would decide).
+            discriminator, tags = quiet
+            for item in old:
+                if type(item) is not dict:
+                    break
+                tag = item.get(discriminator)
+                if type(tag) is not str:
+                    break
+                touch = tags.get(tag)
+                if touch is None or not touch.isdisjoint(item):
+                    break
+            else:
+                continue
+            new = _field(old, rule, rev, strict)
         else:
             new = _field(old, rule, rev, strict)
         if new is not old:
             if out is None:
                 out = dict(value)
             out[key] = new
-    if strict and shape in _SPECIAL:
+    if strict and plan.special:
         if shape == "CallToolResult":
             if "structuredContent" in value:
                 out = _call_tool_result(value, out, rev)

@@ -66,8 +66,7 @@ from ._actions import (
     Send,
     SuspendStream,
     Trace,
-    build_handle_request,
-    build_request_context,
+    build_request,
     build_send,
 )
 from ._downgrade import Ages, downgrade, downgrade_error, envelope
@@ -1235,9 +1234,11 @@ class ServerSession:
             if declared and support in ("optional", "required"):
                 rec.task_support = support
             return True
+        hint = params.get("task")
+        if hint is None and support != "required":
+            return True  # the usual call: an ordinary one, at any legacy revision
         if rec.revision < Revision.V2025_11_25:
             return True  # no tasks before 2025-11-25: `task` means nothing there
-        hint = params.get("task")
         problem = None
         if hint is not None and support not in ("optional", "required"):
             problem = f"tool {name!r} does not run as a task (its execution.taskSupport is {support!r})"
@@ -1634,19 +1635,21 @@ class ServerSession:
         if not self._admit(rec):
             return
         if rec.dispatched:
-            context = build_request_context(
-                token,
-                req.id,
-                req.method,
-                judged.revision,
-                judged.capabilities,
-                judged.client_info,
-                judged.log_level if judged.modern else self._log_level,
-                rec.progress_token,
-                meta,
-                self._identity,
+            self._actions.append(
+                build_request(
+                    token,
+                    req.id,
+                    req.method,
+                    params,
+                    judged.revision,
+                    judged.capabilities,
+                    judged.client_info,
+                    judged.log_level if judged.modern else self._log_level,
+                    rec.progress_token,
+                    meta,
+                    self._identity,
+                )
             )
-            self._actions.append(build_handle_request(token, req.method, params, context))
         else:
             self._core_request(rec, req, judged)
 
@@ -1768,19 +1771,21 @@ class ServerSession:
         )
         if not self._admit(rec):
             return True
-        context = build_request_context(
-            token,
-            request_id,
-            method,
-            rev,
-            caps,
-            client_info,
-            context_level,
-            progress_token,
-            meta,
-            self._identity,
+        self._actions.append(
+            build_request(
+                token,
+                request_id,
+                method,
+                params,
+                rev,
+                caps,
+                client_info,
+                context_level,
+                progress_token,
+                meta,
+                self._identity,
+            )
         )
-        self._actions.append(build_handle_request(token, method, params, context))
         return True
 
     def _plain_route(self, method: str, rev: Revision, modern: bool) -> Revision | None:

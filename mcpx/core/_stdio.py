@@ -10,10 +10,12 @@ session's drain.  Every payload the session queues already ends in ``\\n``.
 
 from __future__ import annotations
 
+import orjson
+
 from ._actions import Action
 from ._errors import PARSE_ERROR, LocalProtocolError, RemoteProtocolError
 from ._framing import DEFAULT_MAX_LINE, EndOfInput, LineReader, LineTooLong
-from ._jsonrpc import decode
+from ._jsonrpc import parse_error, repeated_error, repeated_member
 from ._rounds import RoundTable
 from ._session import ServerConfig, ServerSession
 from ._tasks import TaskStore
@@ -49,15 +51,23 @@ class StdioServerConnection:
         session.advance(now)
         receive_json = session.receive_json
         plain = session._receive_plain if session._plain_ok else None  # receive_json's first try
+        loads = orjson.loads
         for event in self._reader.feed_raw(data):
             if type(event) is bytes:  # a line
+                # jsonrpc.decode, in line (it runs for every line): JSON, and no member named twice.
                 try:
-                    obj = decode(event)
-                except RemoteProtocolError as exc:
-                    session.receive_invalid(exc)
+                    obj = loads(event)
+                except orjson.JSONDecodeError as exc:
+                    session.receive_invalid(parse_error(exc))
                     continue
-                if plain is None or type(obj) is not dict or not plain(obj):
-                    receive_json(obj)
+                if type(obj) is dict:
+                    repeated = repeated_member(event, obj)
+                    if repeated is not None:
+                        session.receive_invalid(repeated_error(repeated))
+                        continue
+                    if plain is not None and plain(obj):
+                        continue
+                receive_json(obj)
             elif isinstance(event, LineTooLong):
                 session.receive_invalid(
                     RemoteProtocolError(
@@ -72,7 +82,7 @@ class StdioServerConnection:
 
     def next_actions(self) -> list[Action]:
         if self._tasks is not None:
-            self._tasks.take_touched()  # one session: its actions are these
+            self._tasks.forget_touched()  # one session: its actions are these
         return self.session.next_actions()
 
     def promote(self, token: int) -> bool:

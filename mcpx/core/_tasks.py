@@ -170,6 +170,11 @@ class TaskStore:
         self._touched.clear()
         return touched
 
+    def forget_touched(self) -> None:
+        """``take_touched`` for a transport with one session, whose actions it drains anyway."""
+        if self._touched:
+            self._touched.clear()
+
     def _changed(self, task: Task, what: str) -> None:
         for key, watcher in list(self._watchers.items()):
             if watcher.task_changed(task, what):

@@ -499,6 +499,10 @@ class _Tool:
     validate: bool
     validator: Callable[[Any], Any] | None = None
     validator_ready: bool = False
+    # For a plain input schema (see _plain_arguments): the required names, and each typed
+    # property with the exact Python types that satisfy it; arguments that pass are valid
+    # without the validator.  None: every call goes to the validator.
+    plain: tuple[tuple[str, ...], tuple[tuple[str, tuple[type, ...]], ...]] | None = None
     finish: Callable[[Any], Outcome] = field(init=False)
     """What every call of this tool turns its return value into (built once: it depends on the tool only)."""
 
@@ -506,6 +510,10 @@ class _Tool:
         structured = self.structured
 
         def finish(value: Any) -> Outcome:
+            if (
+                type(value) is str and not structured
+            ):  # to_call_result's first case, in line: the usual return
+                return _outcome({"content": [{"type": "text", "text": value}]})
             return _outcome(to_call_result(value, structured=structured))
 
         self.finish = finish
@@ -518,17 +526,83 @@ class _Tool:
 
         if not self.validator_ready:
             self.validator_ready = True
+            schema = self.definition["inputSchema"]
             try:
-                self.validator = fastjsonschema.compile(self.definition["inputSchema"], use_default=False)
+                self.validator = fastjsonschema.compile(schema, use_default=False)
             except Exception:  # a dialect fastjsonschema cannot compile: the tool validates itself
                 self.validator = None
+            self.plain = _plain_arguments(schema) if self.validator is not None else None
         if self.validator is None:
             return None
+        plain = self.plain
+        if plain is not None and type(arguments) is dict:
+            # The usual call of a tool registered as a function: every required argument there,
+            # each typed one of exactly a type its schema accepts.  What the validator would say.
+            required, typed = plain
+            for name in required:
+                if name not in arguments:
+                    break
+            else:
+                for name, types_ in typed:
+                    if name in arguments and type(arguments[name]) not in types_:
+                        break
+                else:
+                    return None
         try:
             self.validator(arguments)
         except fastjsonschema.JsonSchemaException as exc:
             return str(getattr(exc, "message", exc))
         return None
+
+
+# JSON Schema types, and the Python types of decoded JSON that certainly satisfy each
+# (bool is not an integer or a number in JSON Schema; a float may or may not be an integer).
+_PLAIN_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "boolean": (bool,),
+    "integer": (int,),
+    "number": (int, float),
+    "null": (type(None),),
+}
+_PLAIN_SCHEMA_KEYS = frozenset({"type", "properties", "required"})
+_PLAIN_PROPERTY_KEYS = frozenset({"type", "default", "title", "description"})  # annotations but "type"
+
+
+def _plain_arguments(
+    schema: Any,
+) -> tuple[tuple[str, ...], tuple[tuple[str, tuple[type, ...]], ...]] | None:
+    """``_Tool.plain`` for ``schema``, or ``None`` when it is not that plain.
+
+    Plain: ``{"type": "object", "properties": ..., "required": [...]}`` and
+    nothing else, each property ``{}`` or one primitive ``type`` (with
+    ``default``, ``title``, ``description`` at most, which validate nothing):
+    what ``schema_for_signature`` writes for ``str``/``int``/``float``/``bool``
+    parameters.  Arguments that are a dict with every required name, and whose
+    typed values have one of the listed exact types, are valid under it; for
+    anything else the validator decides (and words the error).
+    """
+    if (
+        not isinstance(schema, dict)
+        or schema.get("type") != "object"
+        or not _PLAIN_SCHEMA_KEYS.issuperset(schema)
+    ):
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return None
+    if not all(isinstance(name, str) for name in required):
+        return None
+    typed: list[tuple[str, tuple[type, ...]]] = []
+    for name, prop in properties.items():
+        if not isinstance(prop, dict) or not _PLAIN_PROPERTY_KEYS.issuperset(prop):
+            return None
+        if "type" in prop:
+            kind = prop["type"]
+            if not isinstance(kind, str) or kind not in _PLAIN_TYPES:
+                return None
+            typed.append((name, _PLAIN_TYPES[kind]))  # without a type, a property takes anything
+    return tuple(required), tuple(typed)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -977,7 +1051,10 @@ class Server:
         return self._page([t.definition for t in self._tools.values()], params, "tools")
 
     def _call_tool(self, params: Mapping[str, Any], context: RequestContext) -> Invocation:
-        tool = _named(params, self._tools, "tool", "tools/call")
+        name = params.get("name")
+        tool = self._tools.get(name) if type(name) is str else None
+        if tool is None:  # _named's look-up, in line for the usual call; it words the errors
+            tool = _named(params, self._tools, "tool", "tools/call")
         name = tool.name
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, dict):

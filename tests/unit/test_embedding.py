@@ -6,6 +6,8 @@ import base64
 from typing import Any, Literal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpx.core import RequestContext, Revision
 from mcpx.server import Call, Context, McpError, Outcome, Server, ToolError, ToolResult
@@ -225,3 +227,49 @@ def test_malformed_tool_calls_are_invalid_params(bad: dict[str, Any]) -> None:
     server = Server("s")
     server.tool(name="t")(lambda: "x")
     assert run(server.route("tools/call", bad, ctx())).error[0] == -32602  # type: ignore[index]
+
+
+# A tool's plain input schema (what schema_for_signature writes for primitive parameters) is
+# checked without the validator when the arguments plainly fit; the verdict must be the
+# validator's, whatever the arguments.
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner, max_size=2),
+    max_leaves=4,
+)
+_PLAIN_PROPERTIES = st.dictionaries(
+    st.sampled_from(["a", "b", "c"]),
+    st.sampled_from(["string", "integer", "number", "boolean", "null", None]).map(
+        lambda kind: {} if kind is None else {"type": kind}
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    properties=_PLAIN_PROPERTIES,
+    required=st.lists(st.sampled_from(["a", "b", "c"]), max_size=3, unique=True),
+    arguments=st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), _JSON_VALUES, max_size=4),
+)
+def test_plain_argument_check_agrees_with_the_validator(
+    properties: dict[str, Any], required: list[str], arguments: dict[str, Any]
+) -> None:
+    import fastjsonschema
+
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
+    server = Server("t", "1")
+
+    @server.tool(input_schema=schema)
+    def tool(**kwargs: Any) -> str:
+        return "ok"
+
+    entry = server._tools["tool"]
+    assert entry.check(arguments) == entry.check(dict(arguments))  # the first call builds the plain check
+    assert entry.plain is not None
+    try:
+        fastjsonschema.compile(schema, use_default=False)(arguments)
+    except fastjsonschema.JsonSchemaException as exc:
+        assert entry.check(arguments) == str(getattr(exc, "message", exc))
+    else:
+        assert entry.check(arguments) is None
