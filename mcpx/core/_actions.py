@@ -189,28 +189,26 @@ def build_request(
     meta: Mapping[str, Any],
     identity: str | None,
 ) -> HandleRequest:
-    """``HandleRequest`` with its ``RequestContext``, both built the same cheap way, in one call.
+    """``HandleRequest`` with its ``RequestContext``, both built the same cheap way.
 
-    Every request the session hands the application is built here (one call
-    instead of two: this runs for every request).
+    Every request the session hands the application is built here.
     """
-    ctx: Any = _new(_CONTEXT_DRAFT)
-    ctx.token = token
-    ctx.request_id = request_id
-    ctx.method = method
-    ctx.revision = revision
-    ctx.client_capabilities = client_capabilities
-    ctx.client_info = client_info
-    ctx.log_level = log_level
-    ctx.progress_token = progress_token
-    ctx.meta = meta
-    ctx.identity = identity
-    ctx.__class__ = RequestContext
     action: Any = _new(_HANDLE_DRAFT)
     action.token = token
     action.method = method
     action.params = params
-    action.context = ctx
+    action.context = build_request_context(
+        token,
+        request_id,
+        method,
+        revision,
+        client_capabilities,
+        client_info,
+        log_level,
+        progress_token,
+        meta,
+        identity,
+    )
     action.__class__ = HandleRequest
     return action  # type: ignore[no-any-return]
 
