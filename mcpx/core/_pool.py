@@ -621,6 +621,12 @@ class Pool:
         if deadline < self._lowest_set:  # noqa: PLR1730 - for every deadline set: not a call to min()
             self._lowest_set = deadline
 
+    def _lower_to_limit(self, srv: _Server) -> None:
+        """The spawn limit's end for ``srv``, if it is reached: a deadline of the calls it holds back."""
+        limit = self._limit_until(srv)
+        if limit is not None:
+            self._lower(limit)
+
     def get_timer(self) -> float | None:
         """When ``handle_timer`` must next be called, or ``None`` when nothing is pending."""
         # The earliest of the deadlines below, kept as it goes (the driver asks after every
@@ -1169,9 +1175,7 @@ class Pool:
             return
         at, kind = blocked
         self._lower(at)  # the waiters' spawn, once the backoff or the spawn limit lets it
-        limit = self._limit_until(srv)
-        if limit is not None:
-            self._lower(limit)
+        self._lower_to_limit(srv)
         for call_id in list(slot.waiting):
             call = self._calls[call_id]
             if call.wait_deadline <= at:  # it would be refused at its deadline before the spawn
@@ -1196,9 +1200,7 @@ class Pool:
         srv.spawn_count += 1
         srv.retry_at = None
         self._lower(now + srv.start_timeout)
-        limit = self._limit_until(srv)
-        if limit is not None:
-            self._lower(limit)
+        self._lower_to_limit(srv)
         self._emit(
             Spawn(
                 instance=inst.id, server=srv.name, scope=srv.scope, scope_key=slot.scope_key, lane=slot.lane

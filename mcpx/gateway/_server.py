@@ -372,13 +372,10 @@ class GatewayServer(Server):
         servers, listing = self._needs_catalogs(method, params)
         if listing:
             return None
-        known = self._known
         for name in servers:
-            if known[name].seen is None:  # ``_usable(known, None)``: a call takes any catalog read
+            if not self._usable(self._known[name], None):
                 return None
-        built = self._built  # ``_current()``, in line when the surface is built already
-        surface = built[1] if built is not None and built[0] == self._shared.generation else self._current()
-        decided = self._decide(surface, method, params, context.revision)
+        decided = self._decide(self._current(), method, params, context.revision)
         if not isinstance(decided, Route):
             return self._settled(decided)
         if not self.upstreams.routable(decided.server):

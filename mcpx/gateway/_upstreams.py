@@ -377,10 +377,8 @@ class Upstreams:
         the host's (``lane``).
         """
         now = time.monotonic()
-        # ``lane`` and ``_pool_scope``, in line for the usual call: a 2026-07-28 host's or a legacy
-        # host's to a server pinned to one era; a caller with an identity.
-        lane = None if revision is None or revision is Revision.V2026_07_28 else self.lane(server, revision)
-        key = scope_key if not scope_key.startswith(_NO_HOST) else self._pool_scope(server, scope_key)
+        lane = self.lane(server, revision)
+        key = self._pool_scope(server, scope_key)
         instance = None if timeout is not None else self.pool.acquire_now(server, key, call_id, now, lane)
         if instance is None:
             self.pool.acquire(server, key, call_id, now, timeout=timeout, lane=lane)
