@@ -413,15 +413,10 @@ class ClientSession:
         if state.closed or state.failed is not None or not state.ready:
             self._check_open()  # raises, saying why
             raise LocalProtocolError("the session is not ready: start() and wait for Ready first")
-        call = _Call(
-            handle=0,
-            method=method,
-            params=dict(params or {}),
-            log_level=log_level,
-            capabilities=capabilities,
-        )
-        if progress:
-            call.progress_token = f"mcpx-{next(self._tokens)}"
+        given = dict(params) if params else {}
+        token = f"mcpx-{next(self._tokens)}" if progress else None
+        # Every field in order (no default_factory run for ``sent``, which is set next).
+        call = _Call(0, method, given, token, None, log_level, 0, True, given, False, capabilities)
         call.sent = self._wire_params(call)
         handle = self._send_request(method, call.sent, handle=None)
         call.handle = handle
@@ -440,7 +435,7 @@ class ClientSession:
         if call is None or call.waiting:
             raise LocalProtocolError(f"call {handle} is not waiting for answers")
         call.waiting = True
-        params = self._wire_params(call)
+        params = dict(self._wire_params(call))  # its own: call.params stay as the caller gave them
         params["inputResponses"] = dict(responses)
         if request_state is not None:
             params["requestState"] = request_state  # echoed exactly as the server sent it
@@ -581,10 +576,14 @@ class ClientSession:
         return kept
 
     def _wire_params(self, call: _Call) -> dict[str, Any]:
-        params = dict(call.params)
-        given = params.get("_meta")
+        """The params of an attempt at ``call``: a dict of their own, or ``call.params`` when nothing is added.
+
+        Neither is changed once sent (``resume`` adds its answers to a fresh one).
+        """
+        given = call.params.get("_meta")
         if given is None and call.progress_token is None and not self.modern:
-            return params  # a legacy call with nothing to state: as the caller gave it
+            return call.params  # a legacy call with nothing to state: as the caller gave it
+        params = dict(call.params)
         meta = dict(given or {})
         if call.progress_token is not None:
             meta["progressToken"] = call.progress_token

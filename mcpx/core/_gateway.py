@@ -524,6 +524,17 @@ def rewrite_result_uris(result: Mapping[str, Any], namespace: str) -> Any:
     """
     if not isinstance(result, Mapping):
         return result
+    if type(result) is dict and "messages" not in result and "contents" not in result:
+        content = result.get("content")
+        if type(content) is list:  # a tool's result: the usual one carries no resource block
+            for block in content:
+                if type(block) is not dict:
+                    break
+                kind = block.get("type")
+                if kind in ("resource_link", "resource"):  # a tuple: any JSON value is compared, not hashed
+                    break
+            else:
+                return result
     out: dict[str, Any] | None = None
 
     def put(key: str, value: Any) -> None:
@@ -808,8 +819,8 @@ def _check_arguments(tool: str, arguments: Mapping[str, Any]) -> str | None:
     """What is wrong with ``arguments`` for the gateway tool ``tool`` (its inputSchema, by hand)."""
     schema = _TOOLS_BY_NAME[tool]["inputSchema"]
     properties: Mapping[str, Any] = schema["properties"]
-    unknown = sorted(set(arguments) - set(properties))
-    if unknown:
+    if not properties.keys() >= arguments.keys():
+        unknown = sorted(set(arguments) - set(properties))
         valid = ", ".join(properties) or "none"
         return f"unknown argument {unknown[0]!r}; {tool} takes: {valid}"
     for name in schema.get("required", ()):
@@ -1139,6 +1150,7 @@ class GatewaySurface:
         }
         self._resources = self._listing([*pt_resources, *resources], "uri")
         self._templates = self._listing([*pt_templates, *templates], "uriTemplate")
+        self._tool_names: dict[str, frozenset[str]] = {}  # per server, made at its first mcpx_call
 
     @staticmethod
     def _merge_names(
@@ -1336,11 +1348,12 @@ class GatewaySurface:
         if name in self._visible_gateway_tools:
             return self._gateway_tool(name, params, revision)
         if self._passthrough:  # seed §2.5: names it does not list are forwarded
-            return Route(
+            return _route(
                 server=self._passthrough[0],
                 method="tools/call",
                 params=_forwarded(params),
                 rewrite_uris=False,
+                unlisted=None,
             )
         offered = ", ".join(self._visible_gateway_tools)
         return GatewayError(
@@ -1389,12 +1402,12 @@ class GatewaySurface:
                 forwarded["_meta"] = params["_meta"]
             server, tool = arguments["server"], arguments["tool"]
             unlisted = None
-            if self._catalogs[server].tool(tool) is None:  # forwarded all the same: the server decides
+            if tool not in self._listed_tools(server):  # forwarded all the same: the server decides
                 unlisted = (
                     f"server {server!r} has no tool named {tool!r} in the catalog mcpx last read: "
                     f"mcpx_search finds tools by words, mcpx_describe shows how to call one"
                 )
-            return Route(
+            return _route(
                 server=server, method="tools/call", params=forwarded, rewrite_uris=True, unlisted=unlisted
             )
         if name == "mcpx_search":
@@ -1402,6 +1415,14 @@ class GatewaySurface:
                 arguments["query"], arguments.get("server"), arguments.get("limit") or _SEARCH_LIMIT
             )
         return self._describe(arguments["server"], arguments["tool"])
+
+    def _listed_tools(self, server: str) -> frozenset[str]:
+        """The names of the tools ``server``'s catalog lists (the index ``mcpx_call`` looks a tool up in)."""
+        names = self._tool_names.get(server)
+        if names is None:
+            tools = _named_entries(self._catalogs[server].tools)
+            names = self._tool_names[server] = frozenset(tool["name"] for tool in tools)
+        return names
 
     def _unknown_server(self, server: str | None, *, call: bool) -> Answer | GatewayError | None:
         """A server name mcpx does not have; ``call``: in ``mcpx_call``, else in a search or description.

@@ -634,18 +634,22 @@ class Router:
             log_level="debug",
             capabilities=narrowed,
         )
-        call = _Call(
-            key=key,
-            host=host,
-            request_id=request_id,
-            upstream=upstream,
-            handle=handle,
-            method=method,
-            progress_token=progress_token,
-            declares_roots=roots is not None and (type(roots) is dict or isinstance(roots, Mapping)),
-            timeout=timeout,
-            verbatim=verbatim,
-            deadline=None if timeout is None else now + timeout,
+        call = _Call(  # every field, in order: this runs for every call
+            key,
+            host,
+            request_id,
+            upstream,
+            handle,
+            method,
+            progress_token,
+            roots is not None and (type(roots) is dict or isinstance(roots, Mapping)),  # declares_roots
+            timeout,
+            verbatim,
+            None if timeout is None else now + timeout,  # deadline
+            None,  # left
+            _S.RUNNING,
+            {},  # asks
+            False,  # silent
         )
         self._calls[key] = call
         up.calls[handle] = key

@@ -48,7 +48,6 @@ import functools
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -137,27 +136,67 @@ def _nobody_to_ask(questions: list[Question]) -> McpCallError:
     )
 
 
-@dataclass(slots=True, eq=False)
 class _Routed:
     """One host call on its way: from the pool's grant to the host's answer."""
 
-    call_id: str
-    pending: Pending
-    token: int  # the pending request's
-    host: _HostKey
-    server: str
-    method: str
-    params: Mapping[str, Any]
-    finish: Callable[[Mapping[str, Any]], Any]
-    scope_key: str
-    per_request: bool  # a 2026-07-28 request over HTTP, or a call without a host: its scope ends with it
-    timeout: float | None = None  # the caller's own bound, under pool.callTimeout
-    verbatim: bool = False  # the upstream's result with its envelope (a caller that is no MCP host)
-    reword: Callable[[int, str], str] | None = None  # an upstream error's message for the host
-    instance: int | None = None
-    routed: bool = False  # the router holds it
-    asks: dict[int, anyio.CancelScope] | None = None  # questions out to the host (made at the first)
-    follow: anyio.CancelScope | None = None  # an upstream task being followed, or a core task run
+    __slots__ = (
+        "asks",
+        "call_id",
+        "finish",
+        "follow",
+        "host",
+        "instance",
+        "method",
+        "params",
+        "pending",
+        "per_request",
+        "reword",
+        "routed",
+        "scope_key",
+        "server",
+        "timeout",
+        "token",
+        "verbatim",
+    )
+
+    def __init__(
+        self,
+        call_id: str,
+        pending: Pending,
+        host: _HostKey,
+        server: str,
+        method: str,
+        params: Mapping[str, Any],
+        finish: Callable[[Mapping[str, Any]], Any] | None,
+        scope_key: str,
+        per_request: bool,
+        timeout: float | None,
+        verbatim: bool,
+        reword: Callable[[int, str], str] | None,
+    ) -> None:
+        self.call_id = call_id
+        self.pending = pending
+        self.token = pending.token  # the pending request's
+        self.host = host
+        self.server = server
+        self.method = method
+        self.params = params
+        self.finish = finish  # the upstream's result as the host gets it; ``None``: as it is
+        self.scope_key = scope_key
+        # A 2026-07-28 request over HTTP, or a call without a host: its scope ends with it.
+        self.per_request = per_request
+        self.timeout = timeout  # the caller's own bound, under pool.callTimeout
+        self.verbatim = verbatim  # the upstream's result with its envelope (a caller that is no MCP host)
+        self.reword = reword  # an upstream error's message for the host
+        self.instance: int | None = None
+        self.routed = False  # the router holds it
+        self.asks: dict[int, anyio.CancelScope] | None = None  # questions out to the host (made at the first)
+        self.follow: anyio.CancelScope | None = None  # an upstream task being followed, or a core task run
+
+    def finished(self, result: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The upstream's result as the host gets it."""
+        finish = self.finish
+        return result if finish is None else finish(result)
 
 
 class _Link:
@@ -240,11 +279,10 @@ class Routes:
     def forward(
         self,
         pending: Pending,
-        *,
         server: str,
         method: str,
         params: Mapping[str, Any],
-        finish: Callable[[Mapping[str, Any]], Any],
+        finish: Callable[[Mapping[str, Any]], Any] | None,
         scope_key: str,
         per_request: bool,
         timeout: float | None = None,
@@ -253,33 +291,34 @@ class Routes:
     ) -> None:
         """Route the host's request to an instance of ``server``; ``pending`` is settled with its answer.
 
-        ``timeout`` lowers ``pool.callTimeout`` for this call (never raises
-        it); ``verbatim`` keeps the upstream's result envelope; ``reword``
-        (``Route.reword``) gives the message of an upstream's JSON-RPC error.
+        ``finish`` makes the host's result of the upstream's (``None``: the
+        upstream's as it is); ``timeout`` lowers ``pool.callTimeout`` for
+        this call (never raises it); ``verbatim`` keeps the upstream's result
+        envelope; ``reword`` (``Route.reword``) gives the message of an
+        upstream's JSON-RPC error.
         """
         call_id = f"r{next(self._ids)}"
         host: _HostKey = (pending.connection, scope_key)
         rec = _Routed(
-            call_id=call_id,
-            pending=pending,
-            token=pending.token,
-            host=host,
-            server=server,
-            method=method,
-            params=params,
-            finish=finish,
-            scope_key=scope_key,
-            per_request=per_request,
-            timeout=timeout,
-            verbatim=verbatim,
-            reword=reword,
+            call_id,
+            pending,
+            host,
+            server,
+            method,
+            params,
+            finish,
+            scope_key,
+            per_request,
+            timeout,
+            verbatim,
+            reword,
         )
         self._calls[call_id] = rec
         self._by_key[(host, rec.token)] = rec
         pending.on_cancel = functools.partial(self._host_cancelled, rec)
         instance = self.upstreams.acquire(server, scope_key, call_id, timeout, pending.request.revision)
         if instance is not None:  # the usual call: a running instance with room (else granted() later)
-            self.granted(call_id, instance)
+            self._granted(rec, instance)
 
     async def call(
         self,
@@ -313,12 +352,12 @@ class Routes:
         pending = Pending(Context(request, _NoHost(on_progress)), connection, settle)
         self.forward(
             pending,
-            server=server,
-            method=method,
-            params=params,
-            finish=_verbatim,
-            scope_key=f"{HOSTLESS_SCOPE_PREFIX}{-connection}",
-            per_request=True,
+            server,
+            method,
+            params,
+            None,
+            f"{HOSTLESS_SCOPE_PREFIX}{-connection}",
+            True,
             timeout=timeout,
             verbatim=True,
         )
@@ -339,8 +378,10 @@ class Routes:
     def granted(self, call_id: str, instance: int) -> None:
         """The pool gave the call ``instance``: it goes upstream."""
         rec = self._calls.get(call_id)
-        if rec is None:
-            return
+        if rec is not None:
+            self._granted(rec, instance)
+
+    def _granted(self, rec: _Routed, instance: int) -> None:
         rec.instance = instance
         client = self.clients.get(instance)
         if client is None or client.session.closed:
@@ -498,7 +539,7 @@ class Routes:
                 return
             self._spawn(rec, self._follow_task(rec, client, result))
             return
-        self._end(rec, Outcome.success(rec.finish(result)))
+        self._end(rec, Outcome.success(rec.finished(result)))
 
     def _notify(self, note: NotifyHost) -> None:
         host: _HostKey = note.host  # type: ignore[assignment]
@@ -577,7 +618,7 @@ class Routes:
 
     async def _follow_task(self, rec: _Routed, client: Client, created: Mapping[str, Any]) -> Outcome:
         final = await self.upstreams.follow_task(client, created, rec.pending.context, rec.call_id)
-        return Outcome(result=rec.finish(relayed(final)))
+        return Outcome(result=rec.finished(relayed(final)))
 
     async def _maybe_core_task(self, rec: _Routed, client: Client) -> Outcome | None:
         """A 2025-11-25 upstream's tool: run as a core task if it runs only so, else routed as any call."""
@@ -587,14 +628,10 @@ class Routes:
                 self._send(rec)
             return None
         result = await run_core_task(client, upstream_params(rec.params), None)
-        return Outcome(result=rec.finish(relayed(result)))
+        return Outcome(result=rec.finished(relayed(result)))
 
 
 _NOT_ANSWERED = {"code": -32603, "message": "the host did not answer"}
-
-
-def _verbatim(result: Mapping[str, Any]) -> Mapping[str, Any]:
-    return result
 
 
 def _went_away(server: str) -> Outcome:

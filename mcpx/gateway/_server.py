@@ -388,12 +388,12 @@ class GatewayServer(Server):
         assert routes is not None
         routes.forward(
             pending,
-            server=route.server,
-            method=route.method,
-            params=route.params,
-            finish=route.finish,
-            scope_key=key,
-            per_request=per_request,
+            route.server,
+            route.method,
+            route.params,
+            route.finish if route.rewrite_uris else None,  # else the result is the upstream's as it is
+            key,
+            per_request,
             reword=route.reword if route.unlisted is not None else None,
         )
 
