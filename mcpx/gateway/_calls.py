@@ -28,8 +28,8 @@ __all__ = [
     "follow_task",
     "may_need_a_core_task",
     "needs_core_task",
-    "needs_core_task_now",
     "run_core_task",
+    "task_only_now",
     "unattributed",
 ]
 
@@ -206,10 +206,11 @@ async def needs_core_task(client: Client, method: str, params: Mapping[str, Any]
     return _task_only(await client.cached_list("tools/list"), params)
 
 
-def needs_core_task_now(client: Client, method: str, params: Mapping[str, Any] | None) -> bool | None:
-    """``needs_core_task`` from the tools the client keeps, without asking; ``None``: it must ask."""
-    if not may_need_a_core_task(client, method):
-        return False
+def task_only_now(client: Client, params: Mapping[str, Any] | None) -> bool | None:
+    """For a ``tools/call`` to a client ``may_need_a_core_task`` holds for: whether its tool runs only as a task.
+
+    From the tools the client keeps, without asking; ``None``: it must ask.
+    """
     kept = client.kept_now("tools/list")
     return None if kept is None else _task_only(kept, params)
 

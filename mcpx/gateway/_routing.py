@@ -72,9 +72,10 @@ from ..core._router import (
 )
 from ..drivers import _batch
 from ..server import Context, Outcome, Pending
-from ._calls import ask_round, may_need_a_core_task, needs_core_task, needs_core_task_now, run_core_task
+from ._calls import ask_round, may_need_a_core_task, needs_core_task, run_core_task, task_only_now
 
 if TYPE_CHECKING:
+    from ..core._gateway import Route
     from ._upstreams import Upstreams
 
 __all__ = ["Routes"]
@@ -320,6 +321,19 @@ class Routes:
         if instance is not None:  # the usual call: a running instance with room (else granted() later)
             self._granted(rec, instance)
 
+    def start(self, route: Route, scope_key: str, per_request: bool, pending: Pending) -> None:
+        """``forward`` a ``Route`` the gateway's surface decided (``Deferred.start``, with the route bound)."""
+        self.forward(
+            pending,
+            route.server,
+            route.method,
+            route.params,
+            route.finish if route.rewrite_uris else None,  # else the result is the upstream's as it is
+            scope_key,
+            per_request,
+            reword=route.reword if route.unlisted is not None else None,
+        )
+
     async def call(
         self,
         server: str,
@@ -388,7 +402,12 @@ class Routes:
             self.upstreams.instance_lost(instance, f"server {rec.server!r} exited")
             self._end(rec, _went_away(rec.server))
             return
-        if instance in self._may_task and needs_core_task_now(client, rec.method, rec.params) is not False:
+        # ``_may_task``: the instance's revision could have such tools (``may_need_a_core_task``).
+        if (
+            instance in self._may_task
+            and rec.method == "tools/call"
+            and task_only_now(client, rec.params) is not False
+        ):
             # A 2025-11-25 tool that runs only as a task, or one whose tools are not kept yet.
             self._spawn(rec, self._maybe_core_task(rec, client))
             return

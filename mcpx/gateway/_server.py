@@ -65,7 +65,7 @@ from ..core._gateway import (
 from ..core._http_client import tool_header_params
 from ..core._revisions import TASKS_EXTENSION
 from ..core._router import relayed, upstream_params
-from ..server import Call, Context, Deferred, Invocation, Outcome, Pending, Server
+from ..server import Call, Context, Deferred, Invocation, Outcome, Server
 from ._hosts import HOST_PREFIX
 from ._routing import REQUEST_SCOPE_PREFIX, WARM_UP_SCOPE
 from ._upstreams import Upstreams
@@ -381,21 +381,7 @@ class GatewayServer(Server):
         if not self.upstreams.routable(decided.server):
             return None
         key, per_request = scope_key(context)
-        return Deferred.of(functools.partial(self._start_routed, decided, key, per_request))
-
-    def _start_routed(self, route: Route, key: str, per_request: bool, pending: Pending) -> None:
-        routes = self.upstreams.routes
-        assert routes is not None
-        routes.forward(
-            pending,
-            route.server,
-            route.method,
-            route.params,
-            route.finish if route.rewrite_uris else None,  # else the result is the upstream's as it is
-            key,
-            per_request,
-            reword=route.reword if route.unlisted is not None else None,
-        )
+        return Deferred.of(functools.partial(self.upstreams.routes.start, decided, key, per_request))
 
     @staticmethod
     def _decide(

@@ -494,7 +494,13 @@ def test_narrowed_capabilities_are_computed_once_per_host_capability_set(
 def test_a_call_the_last_catalogs_route_is_deferred_to_the_router_and_the_rest_wait() -> None:
     """spec/gateway.md §11: what takes the router's way (a ``Deferred``) and what the awaited path keeps."""
     fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]})
-    fake.routes = object()  # a router is there (the fake routes nothing: only the decision is tested)
+    started: list[tuple[Any, ...]] = []
+
+    class _Routes:  # a router is there; it records what a Deferred would start
+        def start(self, *args: Any) -> None:
+            started.append(args)
+
+    fake.routes = _Routes()
     fake.http = {"b"}
     gateway = _gateway(fake)
     context = RequestContext(
@@ -510,7 +516,12 @@ def test_a_call_the_last_catalogs_route_is_deferred_to_the_router_and_the_rest_w
         await _listed(gateway)  # the catalogs are read
 
     anyio.run(main)
-    assert isinstance(route("tools/call", {"name": "alpha"}), Deferred)  # a stdio upstream: routed
+    deferred = route("tools/call", {"name": "alpha"})
+    assert isinstance(deferred, Deferred)  # a stdio upstream: routed
+    deferred.start("the pending call")  # the driver's Pending: the router is handed the route
+    ((routed, scope, per_request, pending),) = started
+    assert (routed.server, routed.method, routed.params["name"]) == ("a", "tools/call", "alpha")
+    assert (scope, per_request, pending) == ("host:1", False, "the pending call")
     assert isinstance(route("tools/call", {"name": "beta"}), Call)  # an HTTP upstream: awaited
     assert isinstance(route("tools/list", {}), Call)  # a listing: fresh catalogs, awaited
     task = route("tools/call", {"name": "alpha", "task": {}})
