@@ -817,20 +817,18 @@ def gateway_tools() -> tuple[Mapping[str, Any], ...]:
 
 def _check_arguments(tool: str, arguments: Mapping[str, Any]) -> str | None:
     """What is wrong with ``arguments`` for the gateway tool ``tool`` (its inputSchema, by hand)."""
-    schema = _TOOLS_BY_NAME[tool]["inputSchema"]
-    properties: Mapping[str, Any] = schema["properties"]
+    properties, required, typed = _ARGUMENT_RULES[tool]
     if not properties.keys() >= arguments.keys():
         unknown = sorted(set(arguments) - set(properties))
         valid = ", ".join(properties) or "none"
         return f"unknown argument {unknown[0]!r}; {tool} takes: {valid}"
-    for name in schema.get("required", ()):
+    for name in required:
         if arguments.get(name) is None:
             return f"missing {name!r}: {properties[name]['description']}"
-    for name, spec in properties.items():
+    for name, expected, spec in typed:
         value = arguments.get(name)
         if value is None:
             continue  # optional and absent (null accepted as absent)
-        expected = spec["type"]
         if expected == "string" and not isinstance(value, str):
             return f"{name!r} must be a string"
         if expected == "object" and not isinstance(value, dict):
@@ -841,6 +839,18 @@ def _check_arguments(tool: str, arguments: Mapping[str, Any]) -> str | None:
             if not spec["minimum"] <= value <= spec["maximum"]:
                 return f"{name!r} must be between {spec['minimum']} and {spec['maximum']}"
     return None
+
+
+# Each gateway tool's inputSchema as ``_check_arguments`` reads it (every call to one is checked):
+# its properties, the names it requires, and each property's name, type and schema, in order.
+_ARGUMENT_RULES: Final = {
+    name: (
+        tool["inputSchema"]["properties"],
+        tuple(tool["inputSchema"].get("required", ())),
+        tuple((key, spec["type"], spec) for key, spec in tool["inputSchema"]["properties"].items()),
+    )
+    for name, tool in _TOOLS_BY_NAME.items()
+}
 
 
 def _json_text(value: Any) -> str:
