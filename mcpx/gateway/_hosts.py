@@ -25,8 +25,9 @@ The socket protocol, one JSON object a line:
   ended, after which the daemon closes the socket; ``{"refused": <message>}``
   instead of serving a hello it cannot (a pass-through name it does not
   have), then it closes.  In ``lines`` mode the shim sees every message
-  itself and the daemon sends none of these (a refusal there is said in the
-  daemon's log, and the socket closed).
+  itself and the daemon sends none of these but the refusal, which is then
+  the first line on the socket (before any answer to the host: a JSON-RPC
+  message always names ``jsonrpc``, a refusal never does).
 
 When the shim's end closes (the host killed it), the connection ends with it.
 """
@@ -239,9 +240,10 @@ class HostListener:
                 for fd in fds:
                     os.close(fd)
                 print(f"mcpx: a host's mcpx serve was refused: {exc}", file=sys.stderr, flush=True)
-                if fds_mode:
-                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                        await stream.send(json.dumps({"refused": str(exc)}).encode() + b"\n")
+                # In ``lines`` mode too: nothing of the host's has been answered, so this first line
+                # (no JSON-RPC message, which always names ``jsonrpc``) can only be the refusal.
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                    await stream.send(json.dumps({"refused": str(exc)}).encode() + b"\n")
                 return
             identity = f"{HOST_PREFIX}{next(self._ids)}"
             self.served += 1

@@ -124,6 +124,21 @@ def _reap() -> None:
             pass
 
 
+_REFUSAL_LINE = 64 * 1024  # a first line longer than this is relayed as it comes: no refusal is so long
+
+
+def _refusal(line: bytes) -> str | None:
+    """The daemon's refusal, if ``line`` is one (``{"refused": <message>}``, never a JSON-RPC message)."""
+    if not line.startswith(b'{"refused"'):
+        return None
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    refused = message.get("refused") if isinstance(message, dict) and "jsonrpc" not in message else None
+    return refused if isinstance(refused, str) else None
+
+
 def _line(message: Any) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
@@ -255,8 +270,13 @@ class _Relay:
             with contextlib.suppress(OSError):  # a daemon going away: what was sent is answered as lost
                 sock.sendall(data)
 
-    def run(self, sock: socket.socket) -> bool:
-        """Relay on ``sock`` until it closes: True if the host had ended its input first."""
+    def run(self, sock: socket.socket) -> bool | str:
+        """Relay on ``sock`` until it closes: True if the host had ended its input first; the daemon's refusal.
+
+        The daemon's first line is held until it is whole: a refusal
+        (``{"refused": ...}``, mcpx/gateway/_hosts.py) is said there, and is
+        the shim's to report, never the host's to read.
+        """
         sock.sendall(_line({"v": 1, "mode": "lines", "resume": self.host.handshake, **self.choice}))
         with self.changed:
             self.sock = sock
@@ -265,12 +285,21 @@ class _Relay:
             self.reader = threading.Thread(target=self._pump_in, daemon=True)
             self.reader.start()
         buffer = b""
+        first: bytes | None = b""  # the daemon's first line while it is incomplete; None once relayed
         try:
             while True:
                 try:
                     data = sock.recv(65536)
                 except OSError:
                     data = b""
+                if first is not None:
+                    first += data
+                    if data and b"\n" not in first and len(first) <= _REFUSAL_LINE:
+                        continue
+                    refused = _refusal(first.partition(b"\n")[0])
+                    if refused is not None:
+                        return refused
+                    data, first = first, None
                 if not data:
                     return self.host_ended
                 buffer = self._watch_lines(buffer, data, self._watch_out)

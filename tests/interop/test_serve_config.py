@@ -294,3 +294,68 @@ def test_the_daemon_refuses_a_hello_naming_a_server_it_does_not_have(home: Home)
     assert refused == "--passthrough names gamma, not a server of the daemon (configured: alpha, beta)"
     assert first.tools() == GATEWAY_TOOLS
     first.close()
+
+
+@pytest.mark.parametrize("mode", ["fds", "lines"])
+def test_a_daemons_refusal_ends_the_serve_with_it_in_either_mode(tmp_path: Path, mode: str) -> None:
+    """A refusal is the shim's to report and end on: never relayed to the host, never taken for a lost daemon.
+
+    The daemon here is the test's own socket (``daemon.json`` names it and
+    the test's pid): it refuses every hello, as the daemon refuses one naming
+    a server it lacks.  In ``lines`` mode the socket is also the host's
+    channel, so the refusal must not reach the host's stdout, and the shim
+    must not reconnect as it does after a daemon died.
+    """
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    path = str(tmp_path / "serve.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen()
+    listener.settimeout(30)
+    info = {"pid": os.getpid(), "url": "http://127.0.0.1:9/", "mcp": "http://127.0.0.1:9/mcp", "serve": path}
+    (state / "daemon.json").write_text(json.dumps(info))
+    env = {**os.environ, "HOME": str(tmp_path), "MCPX_STATE": str(state)}
+    env.pop("MCPX_CONFIG", None)
+    env.pop("MCPX_SERVE_RELAY", None)
+    if mode == "lines":
+        env["MCPX_SERVE_RELAY"] = "1"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mcpx", "serve"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    message = "--passthrough names gamma, not a server of the daemon (configured: alpha, beta)"
+    hellos = []
+    try:
+        with listener:
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(30)
+                data, fds, _, _ = socket.recv_fds(conn, 65536, 3)
+                for fd in fds:
+                    os.close(fd)
+                while b"\n" not in data:
+                    data += conn.recv(65536)
+                hellos.append(orjson.loads(data.partition(b"\n")[0]))
+                conn.sendall(orjson.dumps({"refused": message}) + b"\n")
+            listener.settimeout(2)
+            with pytest.raises(TimeoutError):  # no second hello: the shim took no refusal for a lost daemon
+                listener.accept()[0].close()
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        started = daemon_info(state)  # a shim that took the refusal for a lost daemon starts a real one
+        if started is not None and started["pid"] != os.getpid():
+            os.kill(int(started["pid"]), 15)
+    said = err.decode(errors="replace")
+    assert [hello["mode"] for hello in hellos] == [mode]
+    assert process.returncode == 2, said
+    assert out == b"", out  # nothing reached the host: the refusal is not a message of its
+    assert f"mcpx: not served: {message}" in said, said
+    assert "Traceback" not in said and "stopped" not in said, said
