@@ -24,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,7 @@ class Host:
         )
         self.buffer = b""
         self.ids = iter(range(1, 1 << 30))
+        self.heard: list[dict[str, Any]] = []  # the notifications read so far, in order
         init = {
             "protocolVersion": "2025-06-18",
             "capabilities": {},
@@ -116,6 +117,19 @@ class Host:
     def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         request_id = next(self.ids)
         self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
+        return self._read_until(
+            lambda message: message.get("id") == request_id and "method" not in message, f"an answer to {method}"
+        )
+
+    def until_heard(self, method: str) -> dict[str, Any]:
+        """The first notification ``method`` the host is sent (one read already counts)."""
+        for note in self.heard:
+            if note["method"] == method:
+                return note
+        return self._read_until(lambda message: message.get("method") == method and "id" not in message, method)
+
+    def _read_until(self, wanted: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+        """Read lines until one is ``wanted`` (60 s at most); the notifications on the way are kept."""
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
         deadline = time.monotonic() + 60
@@ -123,14 +137,16 @@ class Host:
             while b"\n" not in self.buffer:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    raise AssertionError(f"no answer to {method} within 60 s; {self.describe()}")
+                    raise AssertionError(f"no {what} within 60 s; {self.describe()}")
                 data = os.read(fd, 65536)
                 if not data:
                     raise AssertionError(f"mcpx serve closed its stdout; {self.describe()}")
                 self.buffer += data
             line, _, self.buffer = self.buffer.partition(b"\n")
             message: dict[str, Any] = orjson.loads(line)
-            if message.get("id") == request_id and "method" not in message:
+            if "method" in message and "id" not in message:
+                self.heard.append(message)
+            if wanted(message):
                 return message
 
     def tools(self) -> set[str]:
@@ -359,3 +375,38 @@ def test_a_daemons_refusal_ends_the_serve_with_it_in_either_mode(tmp_path: Path,
     assert out == b"", out  # nothing reached the host: the refusal is not a message of its
     assert f"mcpx: not served: {message}" in said, said
     assert "Traceback" not in said and "stopped" not in said, said
+
+
+def test_a_list_change_reaches_the_hosts_whose_view_passes_the_server_and_no_other(home: Home) -> None:
+    """Per-host views (spec/gateway.md §9): only a view passing the server has its tools change.
+
+    Three hosts on one daemon: one passes ``conformance`` through, one passes
+    ``alpha`` (its tools can change too: ``tools.listChanged`` is true for
+    both), and one has the gateway's fixed tools (false).  The upstream's
+    list change reaches the first, which then lists the new tool, and
+    neither other: each one's ping, sent once the change was read and
+    stored, comes back with nothing before it.
+    """
+    python = json.dumps(sys.executable)
+    with home.config.open("a") as config:
+        config.write(
+            f'[servers.conformance]\ncommand = {python}\nargs = ["-m", "mcpx", "demo", "--profile", "conformance"]\n'
+            'scope = "shared"\n'
+        )
+    plain = home.serve("--config", str(home.config))
+    other = home.serve("--config", str(home.config), "--passthrough", "alpha")
+    passed = home.serve("--config", str(home.config), "--passthrough", "conformance")
+    for host, can_change in ((passed, True), (other, True), (plain, False)):
+        assert host.initialized["capabilities"]["tools"]["listChanged"] is can_change
+    assert "test_dynamic_tool" not in passed.tools()
+    assert other.tools() == {"alpha-hello", *GATEWAY_TOOLS} and plain.tools() == GATEWAY_TOOLS
+    changed = passed.request("tools/call", {"name": "test_trigger_tool_change", "arguments": {}})
+    assert changed["result"]["content"][0]["text"] == "tool list changed", changed
+    passed.until_heard("notifications/tools/list_changed")
+    assert "test_dynamic_tool" in passed.tools()  # the change was read again and stored for every view
+    for host in (other, plain):
+        assert host.request("ping")["result"] == {}
+        assert host.heard == [], host.heard  # nothing for a view that does not pass the server
+    assert other.tools() == {"alpha-hello", *GATEWAY_TOOLS} and plain.tools() == GATEWAY_TOOLS
+    for host in (passed, other, plain):
+        host.close()
