@@ -118,7 +118,8 @@ class Host:
         request_id = next(self.ids)
         self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
         return self._read_until(
-            lambda message: message.get("id") == request_id and "method" not in message, f"an answer to {method}"
+            lambda message: message.get("id") == request_id and "method" not in message,
+            f"an answer to {method}",
         )
 
     def until_heard(self, method: str) -> dict[str, Any]:
@@ -126,7 +127,9 @@ class Host:
         for note in self.heard:
             if note["method"] == method:
                 return note
-        return self._read_until(lambda message: message.get("method") == method and "id" not in message, method)
+        return self._read_until(
+            lambda message: message.get("method") == method and "id" not in message, method
+        )
 
     def _read_until(self, wanted: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
         """Read lines until one is ``wanted`` (60 s at most); the notifications on the way are kept."""
