@@ -409,6 +409,40 @@ class ClientSession:
         copied: it must not change once passed (a gateway passes one mapping
         per host capability set, and the cut of it is kept by identity).
         """
+        handle, payload = self._new_request(method, params, progress, log_level, capabilities)
+        self._actions.append(build_send(payload, handle, False, None))
+        return handle
+
+    def request_now(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        progress: bool = False,
+        log_level: str | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+    ) -> tuple[int, bytes] | None:
+        """``request``, its bytes handed back to write rather than queued as ``Send``: ``(handle, payload)``.
+
+        Only when nothing is queued before it (its bytes then go in the
+        order ``request`` would have sent them); otherwise ``None``, with
+        nothing done: use ``request``.  For a machine wrapping this one (the
+        router) on every call: no action to build and drain.  Raises as
+        ``request`` does.
+        """
+        if self._actions:
+            return None
+        return self._new_request(method, params, progress, log_level, capabilities)
+
+    def _new_request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        progress: bool,
+        log_level: str | None,
+        capabilities: Mapping[str, Any] | None,
+    ) -> tuple[int, bytes]:
+        """A call put on the wire: its handle and its bytes, which the caller sends (``request``: queued)."""
         state = self._state
         if state.closed or state.failed is not None or not state.ready:
             self._check_open()  # raises, saying why
@@ -418,12 +452,12 @@ class ClientSession:
         # Every field in order (no default_factory run for ``sent``, which is set next).
         call = _Call(0, method, given, token, None, log_level, 0, True, given, False, capabilities)
         call.sent = self._wire_params(call)
-        handle = self._send_request(method, call.sent, handle=None)
+        handle, payload = self._wire_request(method, call.sent, None)
         call.handle = handle
         self._calls[handle] = call
         if call.progress_token is not None:
             self._by_token[call.progress_token] = handle
-        return handle
+        return handle, payload
 
     def resume(self, handle: int, responses: Mapping[str, Any], *, request_state: str | None = None) -> None:
         """Answer an ``InputRequired``: the retry goes out with a fresh id.
@@ -534,6 +568,33 @@ class ClientSession:
         else:
             self._response(message)
 
+    def take_answer(self, obj: Any) -> tuple[int, Mapping[str, Any]] | None:
+        """``receive_json`` for the usual message, a call's plain result, handed back: ``(handle, result)``.
+
+        What ``receive_json`` would report as ``Completed(handle, result)``,
+        with the call forgotten the same way, when ``obj`` is exactly
+        ``{jsonrpc, id, result}`` answering an open call (not ``initialize``)
+        with a result of no ``resultType`` or ``"complete"``, and nothing is
+        queued before it.  Otherwise ``None``, with nothing done: give
+        ``obj`` to ``receive_json``.  For a machine wrapping this one (the
+        router), on every answer: no action to build and drain.
+        """
+        if type(obj) is not dict or len(obj) != 3 or self._actions or self._state.closed:
+            return None
+        result = obj.get("result")
+        request_id = obj.get("id")
+        if type(result) is not dict or type(request_id) is not int or obj.get("jsonrpc") != "2.0":
+            return None
+        handle = self._by_id.get(request_id)
+        if handle is None or handle == self._init_id or handle not in self._calls:
+            return None
+        kind = result.get("resultType")
+        if kind is not None and kind != "complete":
+            return None  # a round, a task, or a kind the session refuses: receive_json decides
+        del self._by_id[request_id]
+        self._end(handle)
+        return handle, result
+
     def receive_eof(self, reason: str = "the server closed the connection before answering") -> None:
         """The server went away (or forgot the session): every call still open fails with ``reason``."""
         if self._state.closed:
@@ -605,6 +666,12 @@ class ClientSession:
         return answer
 
     def _send_request(self, method: str, params: dict[str, Any], *, handle: int | None) -> int:
+        handle, payload = self._wire_request(method, params, handle)
+        self._actions.append(build_send(payload, handle, False, None))
+        return handle
+
+    def _wire_request(self, method: str, params: dict[str, Any], handle: int | None) -> tuple[int, bytes]:
+        """A request's wire id taken and its bytes made: ``(handle, payload)`` (``MessageTooLarge``, nothing kept)."""
         request_id = next(self._ids)
         handle = request_id if handle is None else handle
         # What Request(id=..., method=..., params=...).to_obj() gives, without building the Request.
@@ -622,8 +689,7 @@ class ClientSession:
         self._by_id[request_id] = handle
         if request_id != handle:
             self._retry_ids.setdefault(handle, []).append(request_id)
-        self._actions.append(build_send(payload, handle, False, None))
-        return handle
+        return handle, payload
 
     def _wire_ids(self, handle: int) -> list[RequestId]:
         """The ids call ``handle`` has on the wire still unanswered, oldest first."""

@@ -546,8 +546,24 @@ class Router:
             up = self._upstream(upstream)  # raises, saying why
         if now > self._now:  # noqa: PLR1730 - on every answer: a comparison, not a call to max()
             self._now = now
-        up.session.receive_json(obj)
-        self._drain(upstream, up)
+        session = up.session
+        answer = session.take_answer(obj)  # the usual answer, handed back: no Completed to drain
+        if answer is None:
+            session.receive_json(obj)
+            self._drain(upstream, up)
+            return
+        handle, result = answer
+        key = up.calls.get(handle)
+        if key is None:  # one of the caller's own requests (a catalog read, a task poll)
+            self._actions.append(
+                UpstreamOutcome(upstream=upstream, event=Completed(handle=handle, result=result))
+            )
+        else:
+            call = self._calls[key]
+            asked = bool(call.asks)
+            self._end(call, result=result)
+            if asked:  # a legacy question still out was answered upstream: on the session, to drain
+                self._drain(upstream, up)
 
     def drain(self, upstream: UpstreamKey) -> None:
         """The caller used ``upstream``'s session itself (a request of its own, a cancel): translate what it queued.
@@ -627,13 +643,20 @@ class Router:
         else:
             now = self._now
         roots = host_capabilities.get("roots")
-        handle = up.session.request(  # raises before changing anything when the session cannot send
-            method,
-            upstream_params(params),
-            progress=progress_token is not None,
-            log_level="debug",
-            capabilities=narrowed,
+        session = up.session
+        sent = upstream_params(params)
+        progress = progress_token is not None
+        # Raises before changing anything when the session cannot send.  The usual call: its bytes
+        # handed straight back (nothing of the session's was queued before them), no Send to drain.
+        now_sent = session.request_now(
+            method, sent, progress=progress, log_level="debug", capabilities=narrowed
         )
+        if now_sent is None:
+            handle = session.request(
+                method, sent, progress=progress, log_level="debug", capabilities=narrowed
+            )
+        else:
+            handle = now_sent[0]
         call = _Call(  # every field, in order: this runs for every call
             key,
             host,
@@ -653,7 +676,10 @@ class Router:
         )
         self._calls[key] = call
         up.calls[handle] = key
-        self._drain(upstream, up)
+        if now_sent is None:
+            self._drain(upstream, up)
+        elif not up.lost:
+            self._actions.append(_send_upstream(upstream=upstream, payload=now_sent[1], stream=handle))
 
     def host_cancelled(self, host: HostKey, request_id: RequestId, reason: str | None = None) -> None:
         """The host gave up on its call: it is cancelled upstream and never answered.  Drain after this.
