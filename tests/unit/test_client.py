@@ -12,6 +12,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mcpx.core import (
     Answered,
@@ -513,3 +515,98 @@ def test_talks_to_mcpx_in_every_revision_and_questions_resolve_the_same_way(revi
         return
     done = only(events, Completed)
     assert done.handle == asks and done.result["content"][0]["text"] == "hi Ada"
+
+
+# -- the direct calls of a machine wrapping the session (the router) ----------------------------
+
+
+@st.composite
+def _answers(draw: st.DrawFn, calls: int) -> dict[str, Any]:
+    """Mostly the usual answer to one of ``calls``; sometimes another kind of result, id, envelope or member."""
+    handle = st.integers(1, max(calls, 1))  # drawn three times as often as an id of nothing
+    ids = st.one_of(handle, handle, handle, st.integers(-1, 6), st.text(max_size=2), st.none())
+    kind = draw(st.sampled_from([None, "complete", "task", "input_required", "other", 7]))
+    shape = draw(st.sampled_from(["dict", "dict", "dict", "list", "none"]))
+    result: Any = {"content": [{"type": "text", "text": "hi"}]} if shape == "dict" else None
+    if shape == "list":
+        result = [1]
+    if kind is not None and isinstance(result, dict):
+        result["resultType"] = kind
+    answer: dict[str, Any] = {
+        "jsonrpc": draw(st.sampled_from(["2.0", "2.0", "2.0", "1.0"])),
+        "id": draw(ids),
+        "result": result,
+    }
+    extra = draw(st.sampled_from([None, None, None, "error", "method"]))
+    if extra == "error":
+        answer["error"] = {"code": 1, "message": "m"}
+    elif extra == "method":
+        answer["method"] = "x"
+    return answer
+
+
+def _session(era: str) -> ClientSession:
+    c = ClientSession(client_info=INFO, capabilities={}, modern=era == "2026-07-28")
+    if era != "2026-07-28":
+        c.adopt_handshake(revision=Revision(era), capabilities={"tools": {}}, server_info=INFO)
+    c.next_actions()  # Ready, if any
+    return c
+
+
+@given(
+    era=st.sampled_from([*LEGACY, "2026-07-28"]),
+    calls=st.integers(0, 3),
+    queued=st.sampled_from([False, False, False, True]),
+    data=st.data(),
+)
+def test_request_now_and_take_answer_do_what_request_and_receive_json_do(
+    era: str, calls: int, queued: bool, data: st.DataObject
+) -> None:
+    """``request_now`` / ``take_answer`` or, when they decline, the queued way: the same bytes, the same outcome.
+
+    Two sessions are given the same calls and the same answer, one the
+    queued way (``request``, ``receive_json``) and one the direct way; what
+    each reports (the direct way's handed-back values as the actions they
+    stand for) and what each still holds are the same.  A direct call
+    declines, changing nothing, when something is queued before it.
+    """
+    answer = data.draw(_answers(calls))
+    queued_way, direct = _session(era), _session(era)
+    seen_queued: list[Any] = []
+    seen_direct: list[Any] = []
+    for _ in range(calls):
+        queued_way.request("tools/call", {"name": "t"})
+        seen_queued += queued_way.next_actions()
+        got = direct.request_now("tools/call", {"name": "t"})
+        assert got is not None  # nothing was queued
+        seen_direct.append(Send(payload=got[1], stream=got[0]))
+    if queued:  # something waits in both: a direct call must not go before it
+        for c in (queued_way, direct):
+            c.notify("notifications/roots/list_changed")
+        assert direct.request_now("tools/list") is None and direct.take_answer(answer) is None
+    queued_way.receive_json(answer)
+    taken = direct.take_answer(answer)
+    if taken is None:
+        direct.receive_json(answer)
+    else:
+        seen_direct.append(Completed(handle=taken[0], result=taken[1]))
+    seen_queued += queued_way.next_actions()
+    seen_direct += direct.next_actions()
+    assert seen_direct == seen_queued
+    assert direct.in_flight == queued_way.in_flight
+
+
+@pytest.mark.parametrize("era", LEGACY)
+def test_take_answer_leaves_the_answer_to_initialize_to_receive_json(era: str) -> None:
+    """The handshake's answer is no call's result: ``take_answer`` declines it, and the session goes on."""
+    c = ClientSession(client_info=INFO, offer=Revision(era))
+    init = c.start()
+    c.next_actions()
+    answer = {
+        "jsonrpc": "2.0",
+        "id": init,
+        "result": {"protocolVersion": era, "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}},
+    }
+    assert c.take_answer(answer) is None
+    c.receive_json(answer)
+    assert any(isinstance(action, Ready) for action in c.next_actions()) and c.ready
