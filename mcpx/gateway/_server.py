@@ -672,6 +672,8 @@ class GatewayServer(Server):
             if not _ready(known.seen):
                 self._generation += 1  # "starting" no more
             done.set()
+            # What GET /v1/servers now shows of it, for a watcher of /v1/events (spec/gateway.md §8).
+            self.upstreams.events.publish("catalog.read", {"server": name, **self.catalog_states()[name]})
 
     def _store(self, name: str, catalog: UpstreamCatalog, listed_at: float, fresh_until: float) -> None:
         """Keep a read of ``name``'s catalog; a new generation if it differs from the last."""

@@ -32,6 +32,7 @@ import pytest
 from mcpx.client import connect_http
 from mcpx.config import parse_config
 from mcpx.core import Revision
+from tests.interop._daemon_process import watch_events
 from tests.interop._daemon_thread import DaemonThread
 from tests.interop._eight_servers import ROOT, host_frames_swept
 from tests.interop.test_gateway_passthrough import listens_for_tool_changes, until_heard
@@ -87,15 +88,22 @@ port = 0
             conn.close()
 
     async def until_catalog(self, server: str, status: str) -> None:
-        """Until ``/v1/servers`` shows ``server``'s catalog with ``status`` (20 s at most).
+        """Until ``/v1/servers`` shows ``server``'s catalog with ``status``: a ``catalog.read`` event, or already so.
 
-        The daemon publishes no event when it has read a catalog, so its state
-        is looked at again every 50 ms: what is waited for is that state, not
-        a guessed time.
+        The watcher is registered before the state is looked at, so a read
+        that ends in between is seen either way (30 s at most: the stream's
+        read timeout).
         """
-        with anyio.fail_after(20):
-            while self.servers()[server]["catalog"]["status"] != status:
-                await anyio.sleep(0.05)
+
+        def wait() -> None:
+            with watch_events(self.mcp) as events:
+                if self.servers()[server]["catalog"]["status"] == status:
+                    return
+                for kind, data in events:
+                    if kind == "catalog.read" and data["server"] == server and data["status"] == status:
+                        return
+
+        await anyio.to_thread.run_sync(wait)
 
     def mcpx_servers(self) -> dict[str, Any]:
         """What ``mcpx servers`` prints (JSON, its stdout being no terminal), by server name."""

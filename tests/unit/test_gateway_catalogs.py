@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import orjson
 import pytest
 
 from mcpx.client import McpCallError
@@ -26,6 +27,7 @@ from mcpx.core._gateway import GatewayError
 from mcpx.gateway import GatewayServer, Upstreams
 from mcpx.gateway import _server as server_module
 from mcpx.gateway import _upstreams as upstreams_module
+from mcpx.gateway._events import EventBus
 from mcpx.server import Call, Deferred, Outcome
 
 KEY = b"k" * 32
@@ -53,6 +55,7 @@ class FakeUpstreams:
         self.routes: Any = None  # no router: every call takes the awaited path (``request``)
         self.http: set[str] = set()  # servers reached over HTTP: never routed
         self._asked: anyio.Event | None = None  # set by the next ``running_catalog``
+        self.events = EventBus()  # /v1/events: the gateway publishes what each catalog read found
 
     def routable(self, server: str) -> bool:
         return self.routes is not None and server not in self.http
@@ -530,3 +533,27 @@ def test_a_call_the_last_catalogs_route_is_deferred_to_the_router_and_the_rest_w
     assert isinstance(own, Outcome) and own.error is not None and own.error[0] == -32002
     fake.routes = None
     assert isinstance(route("tools/call", {"name": "alpha"}), Call)  # no router: awaited
+
+
+def test_each_catalog_read_is_published_as_v1_servers_then_shows_it() -> None:
+    """``catalog.read`` on /v1/events (spec/gateway.md §8): the server and its catalog's state after the read."""
+    fake = FakeUpstreams({"a": [_tool("alpha")], "b": [_tool("beta")]})
+    fake.failing.add("b")
+    gateway = _gateway(fake)
+
+    async def main() -> None:
+        watcher = fake.events.watch()
+        assert await anext(watcher) == b": mcpx events\n\n"
+        await _listed(gateway)  # reads both
+        frames = [await anext(watcher), await anext(watcher)]
+        published = {}
+        for frame in frames:
+            head, _, body = frame.partition(b"\ndata: ")
+            assert head == b"event: catalog.read"
+            event = orjson.loads(body)
+            published[event.pop("server")] = event
+        assert published == gateway.catalog_states()  # what GET /v1/servers shows now
+        assert published["a"] == {"status": "ready"} and published["b"]["status"] == "failed"
+        await watcher.aclose()
+
+    anyio.run(main)
