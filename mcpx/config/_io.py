@@ -23,6 +23,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from .._atomic import replace_file
 from ._file import Config, config_location, detect_format, parse_config
 from ._settings import ConfigError
 
@@ -160,22 +161,5 @@ def write_state_file(state_dir: str | os.PathLike[str], name: str, data: bytes) 
         raise ValueError(f"a state file name is a plain file name, not {name!r}")
     directory = ensure_state_dir(state_dir)
     target = directory / name
-    temp = directory / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(temp, flags, 0o600)  # O_EXCL: a new file, so the mode given here is its mode
-    try:
-        try:
-            if hasattr(os, "fchmod"):
-                os.fchmod(fd, 0o600)  # what a strict umask took from the owner, back; never more
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    replace_file(target, data)
     return target

@@ -32,7 +32,6 @@ and those defaults are therefore computed when first asked for, and
 
 from __future__ import annotations
 
-import difflib
 import enum
 import math
 import re
@@ -617,6 +616,8 @@ NOT_YET: Final[Mapping[str, str]] = {
 
 def suggest(word: str, choices: Sequence[str]) -> str:
     """ " (did you mean X?)" when something in ``choices`` is close to ``word``, else ""."""
+    import difflib  # only when a name is wrong: not in a daemon's life
+
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from .._atomic import replace_file
 from ..core._probe import EraCache, ProbeDone, ProbeFailed
 
 try:
@@ -55,26 +55,7 @@ def save_era_cache(path: str | os.PathLike[str], cache: EraCache) -> None:
     """Replace the file at ``path`` with ``cache``, atomically, readable by its owner only."""
     target = Path(path)
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, 0o600)  # mkstemp already uses 0o600; say so rather than rely on it
-        with os.fdopen(fd, "wb") as out:
-            out.write(cache.to_bytes())
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable where the platform allows
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+    replace_file(target, cache.to_bytes(), sync_directory=True)
 
 
 def update_era_cache(path: str | os.PathLike[str], change: Callable[[EraCache], bool]) -> None:

@@ -43,7 +43,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -110,7 +109,9 @@ def _mirror_fd(state_dir: Path) -> int:
     """Shared memory for the in-flight mirror: an anonymous file the daemon maps too."""
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("mcpx-inflight", getattr(os, "MFD_CLOEXEC", 0))
-    else:
+    else:  # macOS: a file unlinked at once
+        import tempfile  # here only: a shim lives as long as its host
+
         fd, path = tempfile.mkstemp(prefix=".inflight-", dir=state_dir)
         os.unlink(path)
     os.ftruncate(fd, MIRROR_SIZE)

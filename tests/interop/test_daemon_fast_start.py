@@ -3,8 +3,8 @@
 mcpx/cli/_daemon_command.py: the fast path reads the daemon's own options
 and runs the same body as the typer command.  A user checks three things:
 the daemon starts and says where it serves, it did not import typer or the
-pydantic typer coerces options with (megabytes held for hours), and what
-the fast path leaves to typer (``--help``, a wrong option, a wrong loop) is
+pydantic typer coerces options with, nor what it needs only off its path
+(megabytes held for hours), and what the fast path leaves to typer (``--help``, a wrong option, a wrong loop) is
 answered by typer as before.
 """
 
@@ -19,7 +19,10 @@ from pathlib import Path
 
 from tests.interop._daemon_process import ROOT
 
-HEAVY = ("typer", "pydantic", "pydantic_core", "fastjsonschema")
+# What a daemon would carry for hours for nothing: the CLI framework and what it coerces options
+# with, and the standard library's temporary files (with the compression modules ``shutil``
+# brings) and ``difflib`` (a misspelt setting's suggestion), which mcpx needs only off that path.
+HEAVY = ("typer", "pydantic", "pydantic_core", "fastjsonschema", "tempfile", "shutil", "difflib")
 
 
 def _env(root: Path) -> dict[str, str]:
