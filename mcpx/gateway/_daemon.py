@@ -778,24 +778,62 @@ def openapi() -> dict[str, Any]:
     return {"openapi": "3.1.0", "info": {"title": "mcpx daemon", "version": __version__}, "paths": paths}
 
 
-def release_freed_memory() -> None:
-    """Give the C heap's free pages back to the system, on glibc (``malloc_trim``); elsewhere nothing.
-
-    Called once start-up is done.  Importing and compiling (every dataclass
-    compiles its methods) leaves the heap with megabytes freed but kept in
-    pages that hold a few live objects; glibc returns only the heap's top on
-    its own.  For a process that lives for hours that is RSS for nothing:
-    about 2.5 MiB of the daemon's 34 (spec/gateway.md §11).
-    """
+def heap_trimmer() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)``, which gives the C heap's free pages back to the system; ``None`` elsewhere."""
     if not sys.platform.startswith("linux"):
-        return
+        return None
     try:
         import ctypes
 
-        trim = ctypes.CDLL(None).malloc_trim
+        trim: Callable[[int], object] = ctypes.CDLL(None).malloc_trim
     except (ImportError, OSError, AttributeError):  # no ctypes, or a C library that is not glibc (musl)
-        return
-    trim(0)
+        return None
+    return functools.partial(trim, 0)
+
+
+QUIET_CHECK = 2.0  # seconds between two looks at the daemon's CPU time
+QUIET_SHARE = 0.02  # a daemon that used less of a CPU than this since the last look is quiet
+WORKED = 0.1  # CPU seconds since the last trim that make another worth its while
+
+
+class QuietWatch:
+    """When to trim the heap again: at the first look that finds the daemon quiet after it worked.
+
+    Fed the daemon's CPU time at each look, ``interval`` seconds apart: the
+    daemon is quiet when it used less than ``QUIET_SHARE`` of a CPU since the
+    previous look, and has worked when it used more than ``WORKED`` CPU
+    seconds since the last trim.
+    """
+
+    def __init__(self, cpu: float, interval: float) -> None:
+        self._quiet = interval * QUIET_SHARE
+        self._last = self._trimmed = cpu
+
+    def look(self, cpu: float) -> bool:
+        """Whether to trim now; if so, the trim counts from ``cpu``."""
+        due = cpu - self._last < self._quiet and cpu - self._trimmed > WORKED
+        self._last = cpu
+        if due:
+            self._trimmed = cpu
+        return due
+
+
+async def give_back_freed_memory(trim: Callable[[], object], *, interval: float = QUIET_CHECK) -> None:
+    """Trim the C heap once start-up is done, and again each time the daemon falls quiet after working.
+
+    Importing and compiling (every dataclass compiles its methods) leaves the
+    heap with megabytes freed but held in pages that keep a few live objects,
+    and so does a burst of calls (sixteen HTTP connections' buffers, say);
+    glibc gives back only the heap's top on its own.  A process that lives
+    for hours would hold that for nothing.  It costs nothing on the calls'
+    way: the daemon's own CPU time says when it worked and when it is quiet.
+    """
+    trim()
+    watch = QuietWatch(time.process_time(), interval)
+    while True:
+        await anyio.sleep(interval)
+        if watch.look(time.process_time()):
+            trim()
 
 
 def _say(message: str) -> None:
@@ -873,6 +911,9 @@ def run_daemon(
 
     def setup(tg: anyio.abc.TaskGroup) -> Callable[[AppRequest], Awaitable[AppResponse]]:
         upstreams.attach(tg)
+        trim = heap_trimmer()
+        if trim is not None:
+            tg.start_soon(give_back_freed_memory, trim)
         tg.start_soon(gateway.warm)
         tg.start_soon(hosts.serve, tg)  # mcpx serve hands its host's stdio over here
         return Ops(config, servers, upstreams, tg, gateway).handle
@@ -907,7 +948,6 @@ def run_daemon(
         write_state_file(state, DAEMON_FILE, orjson.dumps(info))
         if ready is not None:
             ready(urls)
-        release_freed_memory()
 
     drain_within = settings.duration("pool.drain")
 
