@@ -68,7 +68,7 @@ from ._gateway import (
     rewrite_result_uris,
     template_matches,
 )
-from ._http import AppRequest, CloseConnection, HttpConfig, HttpServer, SendBytes, http_status_for
+from ._http import AppRequest, HttpConfig, HttpServer, http_status_for
 from ._http_client import (
     Closed,
     HttpClientAction,
@@ -80,6 +80,7 @@ from ._http_client import (
     SessionExpired,
     StreamEnded,
 )
+from ._http_wire import CloseConnection, SendBytes
 from ._jsonrpc import (
     ErrorResponse,
     InvalidMessage,

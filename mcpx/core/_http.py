@@ -59,9 +59,8 @@ import heapq
 import itertools
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
@@ -87,6 +86,7 @@ from ._errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     LocalProtocolError,
 )
+from ._http_wire import CloseConnection, SendBytes, buffered, header_map, holds_input, reason_phrase
 from ._jsonrpc import ErrorResponse, RequestId, repeated_member
 from ._revisions import (
     LEGACY_REVISIONS,
@@ -167,17 +167,6 @@ class HttpConfig:
     """Told the identity (``session:<id>``) of each legacy session that ends — deleted, idle,
     evicted or its SSE stream lost — so an application can let go of what it kept for it.
     It must not block."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SendBytes:
-    conn: int
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CloseConnection:
-    conn: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -617,7 +606,7 @@ class HttpServer:
     def _read_events(self, c: _Conn, now: float) -> None:
         while not c.closed:
             if c.parser.their_state is h11.IDLE:
-                c.buffered = _buffered(c.parser)
+                c.buffered = buffered(c.parser)
             try:
                 event = c.parser.next_event()
             except h11.RemoteProtocolError as exc:
@@ -633,11 +622,11 @@ class HttpServer:
                 # h11 bounds only a header block still arriving; one that came
                 # whole is measured here, in the same bytes h11 counts, so the
                 # verdict does not depend on how the block was cut into reads.
-                size = c.buffered - _buffered(c.parser)
+                size = c.buffered - buffered(c.parser)
                 if size > self.http.max_header_bytes:
                     self._refuse(c, _HttpError(431, self._too_large_headers()), close=True)
                     return
-                c.headers = _headers(event.headers)
+                c.headers = header_map(event.headers)
                 c.body = bytearray()
                 length = c.headers.get("content-length")
                 if length is not None and _is_decimal(length) and int(length) > self.http.max_body:
@@ -696,7 +685,7 @@ class HttpServer:
 
     def _plain_request(self, c: _Conn, data: bytes) -> tuple[str, dict[str, str], int] | None:
         """``data`` as one whole plain request: (request line, headers, body start), or None for h11."""
-        if _holds_input(c.parser):
+        if holds_input(c.parser):
             return None
         end = data.find(b"\r\n\r\n")
         if end < 0 or end + 4 > self.http.max_header_bytes:
@@ -741,7 +730,7 @@ class HttpServer:
             self._request_read(c, now)
         finally:
             c.reading = False
-        if c.plain is None and not c.closed and c.out is None and _holds_input(c.parser):
+        if c.plain is None and not c.closed and c.out is None and holds_input(c.parser):
             self._process(c, now)  # answered through h11, which holds more: read it
 
     def _hand_to_h11(self, c: _Conn) -> None:
@@ -818,7 +807,7 @@ class HttpServer:
         if c is None:
             return
         extra = (("content-type", content_type), ("content-length", str(len(body))), *headers)
-        self._send(c, h11.Response(status_code=status, headers=list(extra), reason=_reason(status)))
+        self._send(c, h11.Response(status_code=status, headers=list(extra), reason=reason_phrase(status)))
         if body:
             self._send(c, h11.Data(data=body))
         assert c.out is not None
@@ -833,7 +822,7 @@ class HttpServer:
         if c is None:
             return
         extra = (("content-type", content_type), ("cache-control", "no-cache"), *headers)
-        self._send(c, h11.Response(status_code=status, headers=list(extra), reason=_reason(status)))
+        self._send(c, h11.Response(status_code=status, headers=list(extra), reason=reason_phrase(status)))
         assert c.out is not None
         c.out.mode = "app-stream"
 
@@ -1465,7 +1454,7 @@ class HttpServer:
             # What h11 would write for this response to a plain request, byte for byte.
             head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % (
                 status,
-                _reason(status),
+                reason_phrase(status),
                 len(payload),
             )
             self._actions.append(SendBytes(conn=c.id, data=head + payload))
@@ -1477,7 +1466,7 @@ class HttpServer:
             ("content-length", str(len(payload))),
             *out.extra_headers,
         ]
-        self._send(c, h11.Response(status_code=status, headers=headers, reason=_reason(status)))
+        self._send(c, h11.Response(status_code=status, headers=headers, reason=reason_phrase(status)))
         self._send(c, h11.Data(data=payload))
         out.mode = "done"
         self._finish_response(c)
@@ -1492,7 +1481,7 @@ class HttpServer:
         headers = [("content-length", str(len(payload))), *extra]
         if payload:
             headers.insert(0, ("content-type", "application/json"))
-        self._send(c, h11.Response(status_code=status, headers=headers, reason=_reason(status)))
+        self._send(c, h11.Response(status_code=status, headers=headers, reason=reason_phrase(status)))
         if payload:
             self._send(c, h11.Data(data=payload))
         if c.out is not None:
@@ -1556,7 +1545,7 @@ class HttpServer:
         c.started_request = False
         c.deadline = self._now + self.http.request_timeout
         self._arm_conn(c, c.deadline, "deadline")
-        if _holds_input(c.parser):  # a pipelined request, or the client's end: read it now
+        if holds_input(c.parser):  # a pipelined request, or the client's end: read it now
             self._process(c, self._now)
 
     def _refuse(self, c: _Conn, exc: _HttpError, *, close: bool = False) -> None:
@@ -1576,7 +1565,7 @@ class HttpServer:
             data = b"".join(
                 c.parser.send(event) or b""
                 for event in (
-                    h11.Response(status_code=exc.status, headers=headers, reason=_reason(exc.status)),
+                    h11.Response(status_code=exc.status, headers=headers, reason=reason_phrase(exc.status)),
                     h11.Data(data=payload),
                     h11.EndOfMessage(),
                 )
@@ -1666,31 +1655,6 @@ class HttpServer:
 # --------------------------------------------------------------------------
 
 
-def _reason(status: int) -> bytes:
-    reason = _REASONS.get(status)
-    if reason is None:
-        try:
-            reason = HTTPStatus(status).phrase.encode()
-        except ValueError:
-            reason = b""
-        _REASONS[status] = reason
-    return reason
-
-
-_REASONS: dict[int, bytes] = {}
-
-
-def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    # h11's Headers is a Sequence: iterating it goes through the ABC item by item; its raw_items is a list.
-    raw_items = getattr(raw, "raw_items", None)
-    for name, value in raw if raw_items is None else raw_items():
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        out[key] = f"{out[key]}, {text}" if key in out else text
-    return out
-
-
 def _host_names(http: HttpConfig) -> frozenset[str]:
     names = set(_LOOPBACK_HOSTS) | {h.lower() for h in http.allowed_hosts}
     bound = http.bound_host.lower().strip("[]")
@@ -1738,23 +1702,6 @@ def _has_request(body: Any) -> bool:
 def _has_listen(body: Any) -> bool:
     items = body if isinstance(body, list) else [body]
     return any(isinstance(m, dict) and m.get("method") == "subscriptions/listen" and "id" in m for m in items)
-
-
-def _buffered(parser: h11.Connection) -> int:
-    """How many received bytes h11 holds unparsed."""
-    buffer = getattr(parser, "_receive_buffer", None)  # h11 keeps no public length of it
-    if buffer is not None:
-        return len(buffer)
-    return len(parser.trailing_data[0])
-
-
-def _holds_input(parser: h11.Connection) -> bool:
-    """Whether h11 holds received bytes or the client's end, not yet read as events."""
-    buffer = getattr(parser, "_receive_buffer", None)  # as in _buffered: h11 keeps no public length
-    if buffer is None:
-        data, closed = parser.trailing_data
-        return bool(data) or closed
-    return bool(buffer) or bool(getattr(parser, "_receive_buffer_closed", True))
 
 
 def _requester(headers: Mapping[str, str]) -> str:

@@ -101,9 +101,8 @@ import base64
 import itertools
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -111,7 +110,7 @@ import h11
 import orjson
 
 from ._errors import INTERNAL_ERROR, LocalProtocolError
-from ._http import CloseConnection, SendBytes, _buffered
+from ._http_wire import CloseConnection, SendBytes, buffered, header_map, reason_phrase
 from ._jsonrpc import RequestId
 from ._revisions import META_PROTOCOL_VERSION, REVISIONS, Revision
 from ._sse import SseDecoder, SseError
@@ -569,7 +568,7 @@ class HttpClientConnection:
         is the server's answer.
         """
         ex = c.exchange
-        if not c.reused or ex is None or ex.retried or ex.mode != "head" or _buffered(c.parser):
+        if not c.reused or ex is None or ex.retried or ex.mode != "head" or buffered(c.parser):
             return False
         if c.parser.their_state is not h11.SEND_RESPONSE:
             return False
@@ -700,7 +699,7 @@ class HttpClientConnection:
     def _read(self, c: _Conn) -> None:
         while not c.closed:
             ex = c.exchange
-            before = _buffered(c.parser)
+            before = buffered(c.parser)
             try:
                 event = c.parser.next_event()
             except h11.RemoteProtocolError as exc:
@@ -711,7 +710,7 @@ class HttpClientConnection:
                 self._dispatch_queue()
                 return
             if isinstance(event, h11.Response | h11.InformationalResponse) and (
-                before - _buffered(c.parser) > self.config.max_header_bytes
+                before - buffered(c.parser) > self.config.max_header_bytes
             ):
                 # h11 bounds only a head still arriving; one that came whole is
                 # measured here, so the verdict does not depend on how it was cut.
@@ -742,7 +741,7 @@ class HttpClientConnection:
 
     def _head(self, ex: _Exchange, event: h11.Response) -> None:
         ex.status = event.status_code
-        headers = _headers(event.headers)
+        headers = header_map(event.headers)
         ex.content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         ex.location = headers.get("location")
         stream = ex.stream
@@ -1098,20 +1097,10 @@ def _is_id(value: Any) -> bool:
     return type(value) in (str, int)
 
 
-def _headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name, value in raw:
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        out[key] = f"{out[key]}, {text}" if key in out else text
-    return out
-
-
 def _reason(status: int) -> str:
-    try:
-        return " " + HTTPStatus(status).phrase
-    except ValueError:
-        return ""
+    """`` <phrase>`` to follow a status code in a message, or nothing for a code without one."""
+    phrase = reason_phrase(status)
+    return " " + phrase.decode() if phrase else ""
 
 
 def _excerpt(body: bytes) -> str:

@@ -108,7 +108,6 @@ import h11
 import orjson
 
 from ._errors import INTERNAL_ERROR, LocalProtocolError
-from ._http import CloseConnection, SendBytes, _buffered
 from ._http_client import (
     Closed,
     HttpClientConfig,
@@ -118,9 +117,9 @@ from ._http_client import (
     StreamEnded,
     _error_object,
     _excerpt,
-    _headers,
     _reason,
 )
+from ._http_wire import CloseConnection, SendBytes, buffered, header_map
 from ._jsonrpc import RequestId
 from ._sse import SseDecoder, SseError, SseEvent
 
@@ -696,7 +695,7 @@ class SseClientConnection:
 
     def _read(self, c: _Conn, *, eof: bool = False) -> None:
         while not c.closed:
-            before = _buffered(c.parser)
+            before = buffered(c.parser)
             try:
                 event = c.parser.next_event()
             except h11.RemoteProtocolError as exc:
@@ -710,7 +709,7 @@ class SseClientConnection:
                 self._dropped(c, why)
                 return
             if isinstance(event, h11.Response | h11.InformationalResponse) and (
-                before - _buffered(c.parser) > self.config.max_header_bytes
+                before - buffered(c.parser) > self.config.max_header_bytes
             ):
                 # h11 bounds only a head still arriving; one that came whole is measured here.
                 self._close(c)
@@ -739,7 +738,7 @@ class SseClientConnection:
 
     def _head(self, c: _Conn, event: h11.Response) -> None:
         c.status = event.status_code
-        headers = _headers(event.headers)
+        headers = header_map(event.headers)
         c.content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if c.role == "get":
             if c.status == 200 and c.content_type == "text/event-stream":

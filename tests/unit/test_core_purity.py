@@ -64,3 +64,33 @@ def test_the_purity_check_would_catch_an_offender(tmp_path: Path) -> None:
     offender = tmp_path / "bad.py"
     offender.write_text("import time\nfrom asyncio import sleep\nimport os.path\n")
     assert _imports(offender) & FORBIDDEN == {"time", "asyncio"}
+
+
+# The two sides of the core (STYLE.md: machines wrapping machines, each importing only what it
+# stands on).  What both HTTP sides share is in _http_wire.py.
+SERVER_SIDE = frozenset({"_session", "_stdio", "_http"})
+CLIENT_SIDE = frozenset({"_client", "_http_client", "_sse_client", "_probe"})
+
+
+def _core_imports(module: str) -> set[str]:
+    """The core modules ``module`` imports by relative name (``from ._x import …``)."""
+    tree = ast.parse((CORE / f"{module}.py").read_text())
+    return {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+    }
+
+
+def test_the_client_side_of_the_core_stands_on_nothing_of_the_server_side() -> None:
+    """No arrow, direct or through another module, from a client machine or binding into the server's."""
+    reached: dict[str, set[str]] = {}
+    for start in sorted(CLIENT_SIDE):
+        seen: set[str] = set()
+        todo = [start]
+        while todo:
+            for imported in _core_imports(todo.pop()) - seen:
+                seen.add(imported)
+                todo.append(imported)
+        reached[start] = seen & SERVER_SIDE
+    assert reached == {name: set() for name in CLIENT_SIDE}, reached

@@ -37,7 +37,9 @@ def _anon_kib() -> int:
         return next(int(line.split()[1]) for line in status if line.startswith("RssAnon:"))
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's; elsewhere there is none")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="malloc_trim is glibc's; elsewhere there is none"
+)
 def test_on_linux_the_trimmer_gives_freed_heap_pages_back() -> None:
     trim = heap_trimmer()
     assert trim is not None
