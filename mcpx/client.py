@@ -37,7 +37,7 @@ import anyio
 import anyio.abc
 import orjson
 
-from .core import LocalProtocolError, Revision, Send, Trace
+from .core import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, LocalProtocolError, Revision, Send, Trace
 from .core._client import (
     AbandonStream,
     ClientSession,
@@ -142,7 +142,7 @@ class McpCallError(Exception):
     """The server answered a call with a JSON-RPC error (or the connection failed it)."""
 
     def __init__(self, error: Mapping[str, Any]) -> None:
-        self.code = int(error.get("code", -32603))
+        self.code = int(error.get("code", INTERNAL_ERROR))
         self.message = str(error.get("message", "error"))
         self.data = error.get("data")
         super().__init__(f"{self.message} ({self.code})")
@@ -281,12 +281,14 @@ class Client:
                 method, params, progress=on_progress is not None, log_level=level, capabilities=capabilities
             )
         except LocalProtocolError as exc:
-            raise McpCallError({"code": -32603, "message": f"{exc}; {self._gone()}"}) from None
+            raise McpCallError({"code": INTERNAL_ERROR, "message": f"{exc}; {self._gone()}"}) from None
         except MessageTooLarge as exc:  # longer as sent than the server takes: the caller's to fix
             data = {"kind": "too-large", "size": exc.size, "limit": exc.limit}
-            raise McpCallError({"code": -32602, "message": f"Invalid params: {exc}", "data": data}) from None
+            raise McpCallError(
+                {"code": INVALID_PARAMS, "message": f"Invalid params: {exc}", "data": data}
+            ) from None
         except ValueError as exc:  # params no JSON text can carry: the caller's to fix
-            raise McpCallError({"code": -32602, "message": f"Invalid params: {exc}"}) from None
+            raise McpCallError({"code": INVALID_PARAMS, "message": f"Invalid params: {exc}"}) from None
         pending = self._pending[handle] = _Pending()
         if on_progress is not None:
             self._progress[handle] = on_progress
@@ -301,7 +303,7 @@ class Client:
                 await self._flush()
                 raise McpCallError(
                     {
-                        "code": -32603,
+                        "code": INTERNAL_ERROR,
                         "message": f"{method}: no answer from the server within {limit:g}s; cancelled",
                     }
                 )
@@ -365,7 +367,7 @@ class Client:
         message = f"initialize failed: {who} {why}"
         if stderr:  # a spawned server's last words usually say why
             message += f"; {self._gone()}"
-        return McpCallError({"code": -32603, "message": message})
+        return McpCallError({"code": INTERNAL_ERROR, "message": message})
 
     def _gone(self) -> str:
         tail = self.stderr.decode(errors="replace")[-1000:].strip()
@@ -406,7 +408,7 @@ class Client:
             cursor = page.get("nextCursor")
             if not cursor:
                 return items, keep
-        raise McpCallError({"code": -32603, "message": f"{method} never stopped paging"})
+        raise McpCallError({"code": INTERNAL_ERROR, "message": f"{method} never stopped paging"})
 
     async def list_tools(self) -> list[Mapping[str, Any]]:
         tools, _ = await self._listed_tools()
@@ -769,7 +771,7 @@ class Client:
         is not an object, is ``-32603`` naming it.  Cancellation passes through.
         """
         if self._resolver is None:
-            raise McpCallError({"code": -32601, "message": f"this client cannot answer {method}"})
+            raise McpCallError({"code": METHOD_NOT_FOUND, "message": f"this client cannot answer {method}"})
         try:
             result = await self._resolver(method, params)
         except McpCallError:
@@ -777,13 +779,13 @@ class Client:
         except Exception as exc:  # the resolver broke: an error for whoever asked, not a dead connection
             raise McpCallError(
                 {
-                    "code": -32603,
+                    "code": INTERNAL_ERROR,
                     "message": f"the client's resolver raised {type(exc).__name__}: {exc}",
                 }
             ) from exc
         if not isinstance(result, Mapping):
             raise McpCallError(
-                {"code": -32603, "message": f"the client's answer to {method} is not an object"}
+                {"code": INTERNAL_ERROR, "message": f"the client's answer to {method} is not an object"}
             )
         return dict(result)
 
@@ -842,7 +844,7 @@ class Client:
             params = item.get("params") if isinstance(item, Mapping) else None
             try:
                 if not isinstance(method, str):
-                    raise McpCallError({"code": -32603, "message": "the question names no method"})
+                    raise McpCallError({"code": INTERNAL_ERROR, "message": "the question names no method"})
                 responses[key] = await self._answer(method, params if isinstance(params, Mapping) else {})
             except McpCallError as exc:
                 raise McpCallError(_unanswered(key, method, exc)) from None
@@ -857,7 +859,7 @@ class Client:
             raise
         except Exception as exc:  # the resolver broke: an error for this call, not a dead connection
             raise McpCallError(
-                {"code": -32603, "message": f"the round resolver raised {type(exc).__name__}: {exc}"}
+                {"code": INTERNAL_ERROR, "message": f"the round resolver raised {type(exc).__name__}: {exc}"}
             ) from exc
         missing = (
             sorted(set(requests) - set(responses)) if isinstance(responses, Mapping) else sorted(requests)
@@ -865,7 +867,7 @@ class Client:
         if missing:
             raise McpCallError(
                 {
-                    "code": -32603,
+                    "code": INTERNAL_ERROR,
                     "message": f"the round resolver did not answer {', '.join(map(repr, missing))}; "
                     "the call was not retried (2026-07-28 asks for every requested input before a retry)",
                 }
@@ -1282,7 +1284,7 @@ async def connect_sse(
             failure = await client._handshake(start_timeout, f"the server at {url}")
             if failure is not None and sse.endpoint is None and sse.ended is not None:
                 why = f"mcpx could not open the HTTP+SSE stream at {url}: {sse.ended}"
-                failure = McpCallError({"code": -32603, "message": why})
+                failure = McpCallError({"code": INTERNAL_ERROR, "message": why})
             if failure is None:
                 yield client
         finally:

@@ -22,7 +22,7 @@ import anyio
 import orjson
 
 from .client import Client, McpCallError, connect_http
-from .core import Revision, parse_revision
+from .core import METHOD_NOT_FOUND, Revision, parse_revision
 from .skills import SkillError, list_skills, load_skill
 
 __all__ = ["main"]
@@ -45,7 +45,9 @@ async def _defaults(method: str, params: Mapping[str, Any]) -> Mapping[str, Any]
         return {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "mcpx-conformance"}
     if method == "roots/list":
         return {"roots": []}
-    raise McpCallError({"code": -32601, "message": f"mcpx's conformance client cannot answer {method}"})
+    raise McpCallError(
+        {"code": METHOD_NOT_FOUND, "message": f"mcpx's conformance client cannot answer {method}"}
+    )
 
 
 async def _list_and_call_each(client: Client, context: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import orjson
 
+from .core import INTERNAL_ERROR
 from .demo import PNG, WAV
 from .server import Context, McpError, Server, ToolError, audio, embedded, image, text
 
@@ -269,7 +270,7 @@ def build_conformance_server() -> Server:
     @server.tool(description="Always a task; ends in a protocol error", task_support="required")
     async def protocol_error_job() -> str:
         await anyio.sleep(0.1)
-        raise McpError(-32603, "protocol_error_job broke down, as it always does")
+        raise McpError(INTERNAL_ERROR, "protocol_error_job broke down, as it always does")
 
     @server.tool(description="A task that asks before deleting a file", task_support="optional")
     async def confirm_delete(ctx: Context, filename: str) -> str:

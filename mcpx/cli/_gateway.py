@@ -227,6 +227,7 @@ async def _mcp_tools(client: Client, server: str | None) -> dict[str, Any]:
     import anyio
 
     from ..client import McpCallError
+    from ..core import INTERNAL_ERROR
 
     listed = await _gateway_tool(client, "mcpx_servers", {})
     names = [str(s["name"]) for s in listed["servers"]]
@@ -268,7 +269,7 @@ async def _mcp_tools(client: Client, server: str | None) -> dict[str, Any]:
     order = {name: i for i, name in enumerate(names)}
     tools = sorted(described.values(), key=lambda t: (order[t["server"]], str(t.get("name"))))
     if server is not None and errors and not tools:  # as /v1/tools' 502: the upstream failed, exit 1
-        raise McpCallError({"code": -32603, "message": errors[0]["message"]})
+        raise McpCallError({"code": INTERNAL_ERROR, "message": errors[0]["message"]})
     return {"tools": tools, "errors": errors}
 
 

@@ -16,7 +16,7 @@ import orjson
 import typer
 
 from .. import __version__
-from ..core import DEFAULT_MAX_LINE, REVISIONS, SpecPolicy, parse_revision
+from ..core import DEFAULT_MAX_LINE, INTERNAL_ERROR, REVISIONS, SpecPolicy, parse_revision
 from ..drivers import LOOPS, HttpConfig
 
 app = typer.Typer(
@@ -262,7 +262,7 @@ def call(
             config = ProbeConfig(client_info={"name": "mcpx", "version": __version__})
             found = await probe_http(command[0], config, cache_path=era_cache_path(_state_dir(state)))
             if isinstance(found, ProbeFailed):
-                raise McpCallError({"code": -32603, "message": found.reason})
+                raise McpCallError({"code": INTERNAL_ERROR, "message": found.reason})
             if found.era == "legacy-sse":
                 connection = connect_sse(command[0])
             else:

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from ..client import Client, McpCallError, RoundResolver
-from ..core import Progress, Question, Revision
+from ..core import INTERNAL_ERROR, INVALID_PARAMS, Progress, Question, Revision
 from ..core._router import OWN_ROOTS  # mcpx's answer to roots/list for a host that declared no roots
 from ..server import Context, QuestionFailed, QuestionRefused
 
@@ -41,13 +41,15 @@ def _request_of(key: str, item: Any) -> tuple[str, Mapping[str, Any]]:
     method = item.get("method") if isinstance(item, Mapping) else None
     params = item.get("params") if isinstance(item, Mapping) else None
     if not isinstance(method, str):
-        raise McpCallError({"code": -32602, "message": f"the server's question {key!r} names no method"})
+        raise McpCallError(
+            {"code": INVALID_PARAMS, "message": f"the server's question {key!r} names no method"}
+        )
     return method, params if isinstance(params, Mapping) else {}
 
 
 def unattributed(what: str) -> McpCallError:
     return McpCallError(
-        {"code": -32603, "message": f"mcpx cannot tell which of its callers {what} is for; not asked"}
+        {"code": INTERNAL_ERROR, "message": f"mcpx cannot tell which of its callers {what} is for; not asked"}
     )
 
 
@@ -66,7 +68,7 @@ async def ask_host(host: Context, questions: list[Question]) -> dict[str, Any]:
         raise McpCallError({"code": exc.code, "message": exc.message, "data": exc.data}) from None
     except QuestionFailed as exc:
         raise McpCallError(
-            {"code": -32603, "message": str(exc), "data": {"inputKey": exc.key, "error": exc.error}}
+            {"code": INTERNAL_ERROR, "message": str(exc), "data": {"inputKey": exc.key, "error": exc.error}}
         ) from None
 
 
@@ -91,7 +93,7 @@ async def ask_round(host: Context, requests: Mapping[str, Any]) -> dict[str, Any
             questions.append(host.question(method, params, key=key))
         except ValueError as exc:
             raise McpCallError(
-                {"code": -32602, "message": f"the server's question {key!r} cannot be asked: {exc}"}
+                {"code": INVALID_PARAMS, "message": f"the server's question {key!r} cannot be asked: {exc}"}
             ) from None
     if questions:
         answers.update(await ask_host(host, questions))
@@ -118,7 +120,9 @@ async def follow_task(
     """
     task_id = created.get("taskId")
     if not isinstance(task_id, str):
-        raise McpCallError({"code": -32603, "message": "the server answered with a task that has no taskId"})
+        raise McpCallError(
+            {"code": INTERNAL_ERROR, "message": "the server answered with a task that has no taskId"}
+        )
     if host is not None:
         host.promote_to_task()
     fitted: dict[str, Any] = {} if capabilities is None else {"capabilities": capabilities}
@@ -135,10 +139,12 @@ async def follow_task(
             if status == "failed":
                 error = state.get("error")
                 raise McpCallError(
-                    error if isinstance(error, Mapping) else {"code": -32603, "message": "failed"}
+                    error if isinstance(error, Mapping) else {"code": INTERNAL_ERROR, "message": "failed"}
                 )
             if status == "cancelled":
-                raise McpCallError({"code": -32603, "message": f"the server cancelled task {task_id}"})
+                raise McpCallError(
+                    {"code": INTERNAL_ERROR, "message": f"the server cancelled task {task_id}"}
+                )
             requests = state.get("inputRequests")
             if status == "input_required" and isinstance(requests, Mapping):
                 new = {key: item for key, item in requests.items() if key not in asked}
@@ -231,7 +237,7 @@ async def run_core_task(
     task_id = task.get("taskId") if isinstance(task, Mapping) else None
     if not isinstance(task_id, str):
         raise McpCallError(
-            {"code": -32603, "message": "the server answered a task-augmented call without a task"}
+            {"code": INTERNAL_ERROR, "message": "the server answered a task-augmented call without a task"}
         )
     try:
         return await client.request("tasks/result", {"taskId": task_id})

@@ -58,7 +58,7 @@ import orjson
 from .. import __version__
 from ..client import McpCallError
 from ..config import Config, UpstreamServer, ensure_state_dir, format_duration, write_state_file
-from ..core import REVISIONS, AppRequest, HttpConfig, Progress, Revision
+from ..core import INVALID_PARAMS, REVISIONS, AppRequest, HttpConfig, Progress, Revision
 from ..core._pool import PoolConfig
 from ..drivers import new_round_table, serve_http
 from ..drivers._async import AppResponse
@@ -433,7 +433,9 @@ async def _call(ops: Ops, params: Mapping[str, Any]) -> Any:
                 ops, server, "tools/call", params, timeout=timeout, on_progress=on_progress
             )
         except McpCallError as exc:
-            if exc.code == -32602:  # an unknown tool or bad arguments: say where to look, on this surface
+            if (
+                exc.code == INVALID_PARAMS
+            ):  # an unknown tool or bad arguments: say where to look, on this surface
                 exc = McpCallError(
                     {
                         "code": exc.code,

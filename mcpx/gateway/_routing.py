@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..client import Client, McpCallError
-from ..core import NEWEST, LocalProtocolError
+from ..core import INTERNAL_ERROR, INVALID_PARAMS, NEWEST, LocalProtocolError
 from ..core._actions import Answered, build_request_context
 from ..core._client import MessageTooLarge, Progress, ServerNotification
 from ..core._rounds import Question
@@ -130,7 +130,7 @@ def _nobody_to_ask(questions: list[Question]) -> McpCallError:
     asked = ", ".join(sorted({q.method for q in questions}))
     return McpCallError(
         {
-            "code": -32603,
+            "code": INTERNAL_ERROR,
             "message": f"the server asked {asked} during a call through /v1 (or mcpx call), which has no "
             "host to ask; not asked. Call the tool from an MCP host that can answer it",
         }
@@ -431,16 +431,16 @@ class Routes:
             self._end(
                 rec,
                 Outcome.failure(
-                    -32603, f"server {rec.server!r}: {exc}", {"server": rec.server, "kind": "crashed"}
+                    INTERNAL_ERROR, f"server {rec.server!r}: {exc}", {"server": rec.server, "kind": "crashed"}
                 ),
             )
             return
         except MessageTooLarge as exc:  # mcpx's additions (or the host's own bytes) past the server's limit
             data = {"server": rec.server, "kind": "too-large", "size": exc.size, "limit": exc.limit}
-            self._end(rec, Outcome.failure(-32602, f"Invalid params: {exc}", data))
+            self._end(rec, Outcome.failure(INVALID_PARAMS, f"Invalid params: {exc}", data))
             return
         except ValueError as exc:  # params no JSON text can carry
-            self._end(rec, Outcome.failure(-32602, f"Invalid params: {exc}"))
+            self._end(rec, Outcome.failure(INVALID_PARAMS, f"Invalid params: {exc}"))
             return
         rec.routed = True
         self.dispatch()
@@ -611,7 +611,9 @@ class Routes:
             else:
                 self.router.host_answered(rec.host, ask.ask_id, answers, now=now)
         except LocalProtocolError as exc:  # answers the router cannot carry: refused instead
-            self.router.host_refused(rec.host, ask.ask_id, {"code": -32603, "message": str(exc)}, now=now)
+            self.router.host_refused(
+                rec.host, ask.ask_id, {"code": INTERNAL_ERROR, "message": str(exc)}, now=now
+            )
         self.dispatch()
 
     def _spawn(self, rec: _Routed, work: Awaitable[Outcome | None]) -> None:
@@ -627,7 +629,9 @@ class Routes:
             except McpCallError as exc:
                 outcome = Outcome.failure(exc.code, exc.message, exc.data)
             except Exception as exc:  # a bug here costs this call, not the daemon
-                outcome = Outcome.failure(-32603, f"internal error in mcpx: {type(exc).__name__}: {exc}")
+                outcome = Outcome.failure(
+                    INTERNAL_ERROR, f"internal error in mcpx: {type(exc).__name__}: {exc}"
+                )
         if scope.cancel_called or self._calls.get(rec.call_id) is not rec:
             return  # its host cancelled, or the pool ended it: answered (or not) there
         rec.follow = None
@@ -650,12 +654,12 @@ class Routes:
         return Outcome(result=rec.finished(relayed(result)))
 
 
-_NOT_ANSWERED = {"code": -32603, "message": "the host did not answer"}
+_NOT_ANSWERED = {"code": INTERNAL_ERROR, "message": "the host did not answer"}
 
 
 def _went_away(server: str) -> Outcome:
     return Outcome.failure(
-        -32603,
+        INTERNAL_ERROR,
         f"server {server!r}: its process went away; call again to restart it",
         {"server": server, "kind": "crashed"},
     )

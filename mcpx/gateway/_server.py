@@ -49,7 +49,7 @@ import anyio
 import anyio.abc
 
 from ..client import McpCallError
-from ..core import RequestContext, Revision
+from ..core import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RequestContext, Revision
 from ..core._gateway import (
     Answer,
     Collision,
@@ -402,7 +402,9 @@ class GatewayServer(Server):
         if isinstance(decided, Answer):
             return Outcome(result=dict(decided.result))
         if isinstance(decided, OwnResource):
-            return Outcome.failure(-32002, f"Resource not found: {decided.uri}", {"uri": decided.uri})
+            return Outcome.failure(
+                RESOURCE_NOT_FOUND, f"Resource not found: {decided.uri}", {"uri": decided.uri}
+            )
         return _outcome(decided)
 
     async def _serve(
@@ -867,7 +869,7 @@ def _completion_route(surface: GatewaySurface, params: Mapping[str, Any]) -> Rou
     ref = params.get("ref")
     if not isinstance(ref, Mapping):
         return GatewayError(
-            code=-32602, message="Invalid params: completion/complete needs params.ref, an object"
+            code=INVALID_PARAMS, message="Invalid params: completion/complete needs params.ref, an object"
         )
     if ref.get("type") == "ref/prompt":
         decided = surface.get_prompt({"name": ref.get("name")})
@@ -880,7 +882,7 @@ def _completion_route(surface: GatewaySurface, params: Mapping[str, Any]) -> Rou
             return (
                 routed
                 if isinstance(routed, GatewayError)
-                else GatewayError(code=-32602, message="no completions here")
+                else GatewayError(code=INVALID_PARAMS, message="no completions here")
             )
         server, key, value = routed.server, "uri", routed.uri
     if value != ref.get(key):  # an alias, or an mcpx:// form: the upstream is asked in its own words
@@ -923,4 +925,4 @@ def _as_outcome(value: Any) -> Outcome:
 def _failure(exc: BaseException) -> Outcome:
     if isinstance(exc, McpCallError):  # the upstream's own error, or the pool's naming the server
         return Outcome.failure(exc.code, exc.message, exc.data)
-    return Outcome.failure(-32603, f"internal error in mcpx: {type(exc).__name__}: {exc}")
+    return Outcome.failure(INTERNAL_ERROR, f"internal error in mcpx: {type(exc).__name__}: {exc}")

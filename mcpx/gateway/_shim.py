@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ensure_daemon", "run_shim"]
 
+# mcpx.core's INTERNAL_ERROR, named here: the shim imports no mcpx.core, to start fast (spec/gateway.md §9).
+INTERNAL_ERROR = -32603
 _RESTARTS = 3  # a daemon lost this many times within _RESTART_WINDOW is given up on
 _RESTART_WINDOW = 60.0
 _WATCHED_LINE = 64 * 1024 * 1024  # longer unterminated input is not kept for watching (the cap is lower)
@@ -168,7 +170,7 @@ class _Host:
                     "jsonrpc": "2.0",
                     "id": request_id,
                     "error": {
-                        "code": -32603,
+                        "code": INTERNAL_ERROR,
                         "message": f"the mcpx daemon stopped while this request was in flight ({why}); "
                         "it was not answered: send it again (mcpx serve starts the daemon again)",
                         "data": {"kind": "daemon-lost"},

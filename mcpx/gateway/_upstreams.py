@@ -31,6 +31,7 @@ from .. import __version__
 from ..client import Client, McpCallError, Resolver, RoundResolver, connect_http, connect_sse, connect_stdio
 from ..config import Scope, UpstreamServer
 from ..core import (
+    INTERNAL_ERROR,
     LOG_LEVELS,
     EraCache,
     ProbeConfig,
@@ -459,7 +460,7 @@ class Upstreams:
                     self._crashed(waiter.instance, running, f"server {server!r} exited")
                 raise McpCallError(
                     {
-                        "code": -32603,
+                        "code": INTERNAL_ERROR,
                         "message": f"server {server!r}: its process went away; call again to restart it",
                     }
                 )
@@ -831,7 +832,7 @@ class Upstreams:
                     if server.era == "legacy":
                         raise StartAdvised(
                             {
-                                "code": -32603,
+                                "code": INTERNAL_ERROR,
                                 "message": f'server {server.name!r} is pinned to era "legacy" but did '
                                 f'not open a legacy session ({exc.message}); set its era to "auto"',
                             }
@@ -844,7 +845,7 @@ class Upstreams:
                     await handover.discard()
                 raise StartAdvised(
                     {
-                        "code": -32603,
+                        "code": INTERNAL_ERROR,
                         "message": f'server {server.name!r} is pinned to era "modern" but does not speak '
                         f'2026-07-28 (the era probe found {era}); set its era to "auto"',
                     }
@@ -1026,7 +1027,9 @@ class Upstreams:
             outcome = await probe_http(server.url, config, headers=headers, cache_path=self._cache_path)
             handover = None
         if not isinstance(outcome, ProbeDone):
-            raise StartAdvised({"code": -32603, "message": f"server {server.name!r}: {outcome.reason}"})
+            raise StartAdvised(
+                {"code": INTERNAL_ERROR, "message": f"server {server.name!r}: {outcome.reason}"}
+            )
         self._found_era(server, outcome.era)
         return outcome.era, outcome.revision, handover
 

@@ -42,6 +42,7 @@ from ..core import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     RESOURCE_NOT_FOUND,
     Ages,
@@ -1028,7 +1029,7 @@ class Server:
         """How to answer ``method``: an ``Outcome`` now, a ``Call`` to run, or a ``Deferred`` answer."""
         handler = _ROUTES.get(method)
         if handler is None:
-            return Outcome.failure(-32601, f"Method not found: {method}")
+            return Outcome.failure(METHOD_NOT_FOUND, f"Method not found: {method}")
         try:
             return handler(self, params, context)
         except McpError as exc:
