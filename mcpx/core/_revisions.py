@@ -20,7 +20,7 @@ module, never a string comparison of its own:
 
 ``tests/unit/test_revisions_table.py`` checks every row here against the
 official ``schema.json`` of each revision, and ``spec/revisions.md`` is
-generated from this table (``python -m mcpx.core.revisions_doc``) with a drift
+generated from this table (``python scripts/revisions_doc.py``) with a drift
 check in the tests.  Nothing here does I/O.
 """
 

@@ -3,18 +3,17 @@
 ``spec/revisions.md`` is generated, never edited by hand (STYLE.md §17).  After
 changing ``mcpx/core/_revisions.py``, regenerate it with::
 
-    python -m mcpx.core.revisions_doc > spec/revisions.md
+    python scripts/revisions_doc.py > spec/revisions.md
 
 ``tests/unit/test_revisions_doc.py`` fails while the file and ``render()``
 disagree.  ``render()`` is pure and deterministic: it reads only the table,
 iterates it in its own (insertion) order and sorts every set, so the same
-table always gives byte-identical Markdown.  The only I/O is in ``main()``,
-which writes the document to standard output.
+table always gives byte-identical Markdown.  It does no I/O, as nothing in
+the core does: ``scripts/revisions_doc.py`` writes it to standard output.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
@@ -36,9 +35,9 @@ from mcpx.core._revisions import (
     Sender,
 )
 
-__all__ = ["COMMAND", "main", "render"]
+__all__ = ["COMMAND", "render"]
 
-COMMAND: Final = "python -m mcpx.core.revisions_doc > spec/revisions.md"
+COMMAND: Final = "python scripts/revisions_doc.py > spec/revisions.md"
 """How to regenerate the document; quoted by the drift test when it fails."""
 
 # Cell marks of the method matrices.
@@ -381,19 +380,3 @@ def render() -> str:
     while lines and lines[-1] == "":
         lines.pop()
     return "\n".join(lines) + "\n"
-
-
-def main() -> None:
-    """Write ``render()`` to standard output as UTF-8."""
-    text = render()
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is not None:
-        sys.stdout.flush()
-        buffer.write(text.encode("utf-8"))
-        buffer.flush()
-    else:
-        sys.stdout.write(text)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,15 +1,16 @@
 """``spec/revisions.md`` is generated from the revision table and must not drift from it.
 
-The document is written by ``mcpx.core.revisions_doc`` (STYLE.md §17: generated
+The document is rendered by ``mcpx.core.revisions_doc`` (STYLE.md §17: generated
 artefacts are checked, not edited by hand).  When this test fails, regenerate:
 
-    python -m mcpx.core.revisions_doc > spec/revisions.md
+    python scripts/revisions_doc.py > spec/revisions.md
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from mcpx.core import revisions_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "spec" / "revisions.md"
-REGENERATE = "python -m mcpx.core.revisions_doc > spec/revisions.md"
+REGENERATE = "python scripts/revisions_doc.py > spec/revisions.md"
 
 
 def test_command_constant_is_the_documented_one() -> None:
@@ -54,9 +55,14 @@ def test_render_is_deterministic() -> None:
     assert first.endswith("\n") and not first.endswith("\n\n")
 
 
-def test_main_writes_render_to_stdout(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
-    revisions_doc.main()
-    assert capsysbinary.readouterr().out.decode("utf-8") == revisions_doc.render()
+def test_the_script_writes_render_to_stdout() -> None:
+    written = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "revisions_doc.py")],
+        capture_output=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    assert written == revisions_doc.render().encode("utf-8")
 
 
 def test_generator_imports_only_the_table_and_the_stdlib() -> None:
