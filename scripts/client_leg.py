@@ -14,7 +14,7 @@ judges them itself, with no expected-failures file:
 * ``auth/*`` scenarios are counted and reported, not judged.
 
 Usage: ``python scripts/client_leg.py [CLIENT_COMMAND]``; the default command
-is ``.venv/bin/python -m mcpx.conformance_client``.  Exit 0 when every
+is ``.venv/bin/python -m mcpx.client.conformance``.  Exit 0 when every
 non-auth scenario passed in every leg, 1 otherwise, 2 when the suite did not run.
 """
 
@@ -95,7 +95,7 @@ def judge(legs: Iterable[Leg]) -> tuple[bool, list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    command = argv[1] if len(argv) > 1 else ".venv/bin/python -m mcpx.conformance_client"
+    command = argv[1] if len(argv) > 1 else ".venv/bin/python -m mcpx.client.conformance"
     script = (
         Path(os.environ.get("MCPX_CONFORMANCE", ROOT.parent / "shared" / "conformance")) / "client-leg.sh"
     )

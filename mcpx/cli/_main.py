@@ -123,7 +123,7 @@ def demo(
     if profile == "demo":
         server = build_demo_server()
     elif profile == "conformance":
-        from ..conformance_server import build_conformance_server
+        from ..demo.conformance import build_conformance_server
 
         server = build_conformance_server()
     else:
@@ -422,6 +422,6 @@ _register_gateway(app)
 @app.command("conformance-client")
 def conformance_client(url: Annotated[str, typer.Argument(help="The suite's mock server URL.")]) -> None:
     """Act as the official conformance suite's client leg asks (scenario in MCP_CONFORMANCE_SCENARIO)."""
-    from ..conformance_client import main as run
+    from ..client.conformance import main as run
 
     raise typer.Exit(run([url]))

@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from mcpx.client import Client, McpCallError
-from mcpx.skills import (
+from mcpx.client.skills import (
     EXTENSION_ID,
     SkillEntryError,
     SkillError,

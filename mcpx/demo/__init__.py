@@ -12,6 +12,10 @@ resources  demo://readme (text), demo://logo.png (binary),
            template demo://greeting/{name}
 prompts    greet(name), review(code, language?)
 completion greet.name, review.language, demo://greeting/{name}
+
+The package's other fixture, ``mcpx.demo.conformance``, is the profile the
+official conformance suite's server leg drives (``mcpx demo --profile
+conformance``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import zlib
 
 import anyio
 
-from .server import Context, Server, ToolError, audio, embedded, image, resource_link
+from ..server import Context, Server, ToolError, audio, embedded, image, resource_link
 
 __all__ = ["build_demo_server"]
 

@@ -15,9 +15,9 @@ from typing import Any
 import anyio
 import orjson
 
-from .core import INTERNAL_ERROR
-from .demo import PNG, WAV
-from .server import Context, McpError, Server, ToolError, audio, embedded, image, text
+from ..core import INTERNAL_ERROR
+from ..server import Context, McpError, Server, ToolError, audio, embedded, image, text
+from . import PNG, WAV
 
 __all__ = ["build_conformance_server"]
 

@@ -21,8 +21,8 @@ from typing import Any
 import anyio
 import orjson
 
-from .client import Client, McpCallError, connect_http
-from .core import METHOD_NOT_FOUND, Revision, parse_revision
+from ..core import METHOD_NOT_FOUND, Revision, parse_revision
+from . import Client, McpCallError, connect_http
 from .skills import SkillError, list_skills, load_skill
 
 __all__ = ["main"]

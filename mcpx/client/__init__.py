@@ -37,8 +37,8 @@ import anyio
 import anyio.abc
 import orjson
 
-from .core import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, LocalProtocolError, Revision, Send, Trace
-from .core._client import (
+from ..core import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, LocalProtocolError, Revision, Send, Trace
+from ..core._client import (
     AbandonStream,
     ClientSession,
     Completed,
@@ -51,21 +51,21 @@ from .core._client import (
     ServerRequest,
     ServerRequestCancelled,
 )
-from .core._framing import DEFAULT_MAX_LINE, LineReader
-from .core._http_client import (
+from ..core._framing import DEFAULT_MAX_LINE, LineReader
+from ..core._http_client import (
     HttpClientConfig,
     HttpClientConnection,
     tool_header_params,
 )
-from .core._sse_client import SseClientConfig, SseClientConnection
-from .core._upstream_auth import UpstreamAuth
-from .drivers import _batch
-from .drivers._http_transport import HttpTransport
-from .drivers._probe_stdio import StdioHandover
-from .drivers._process import open_server_process, signal_group, stop_process
-from .drivers._sse_transport import SseTransport
-from .drivers._stderr import StderrLog
-from .drivers._stdio_streams import transport_write_nowait
+from ..core._sse_client import SseClientConfig, SseClientConnection
+from ..core._upstream_auth import UpstreamAuth
+from ..drivers import _batch
+from ..drivers._http_transport import HttpTransport
+from ..drivers._probe_stdio import StdioHandover
+from ..drivers._process import open_server_process, signal_group, stop_process
+from ..drivers._sse_transport import SseTransport
+from ..drivers._stderr import StderrLog
+from ..drivers._stdio_streams import transport_write_nowait
 
 __all__ = [
     "Client",

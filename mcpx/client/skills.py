@@ -1,4 +1,4 @@
-"""``mcpx.skills``: the host side of the Skills extension (SEP-2640, ``io.modelcontextprotocol/skills``).
+"""``mcpx.client.skills``: the host side of the Skills extension (SEP-2640, ``io.modelcontextprotocol/skills``).
 
 A server that declares the extension lists its skills with ``skills/list``
 (one ``get_skill`` for a single URI with ``skills/get``); each entry carries
@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import unquote
 
 if TYPE_CHECKING:
-    from .client import Client
+    from . import Client
 
 __all__ = [
     "EXTENSION_ID",
