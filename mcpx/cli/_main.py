@@ -1,7 +1,8 @@
 """``mcpx``: the command line.
 
 Settings come from defaults, then the environment (``MCPX_*``), then flags.
-Every command that serves MCP accepts the revision policy (seed §1.1):
+Every command that serves MCP accepts the revision policy
+(spec/revision-conflicts.md; spec/configuration.md, "Settings"):
 ``--mcp-spec`` (``MCPX_MCP_SPEC``, spec.first), ``--spec-precedence``
 (``MCPX_SPEC_PRECEDENCE``) and ``--spec-lenient`` (``MCPX_SPEC_LENIENT``); an
 unknown revision is refused with the list of valid ones.

@@ -11,8 +11,8 @@ awaited results.  Both eras, one API::
 ``resolver(method, params)`` answers the server's questions —
 ``elicitation/create``, ``sampling/createMessage``, ``roots/list`` — whether a
 legacy server sent them as requests or a 2026-07-28 server answered
-``input_required``: the same function, the same arguments (seed §4.1).  The
-client declares only the capabilities it is given, so a server never asks
+``input_required``: the same function, the same arguments (spec/client.md §4).
+The client declares only the capabilities it is given, so a server never asks
 what nobody can answer.
 
 The spawned server runs without a shell; its stderr is kept, bounded, for
@@ -388,8 +388,8 @@ class Client:
         2026-07-28 results carry ``ttlMs`` (``CacheableResult``: "how long the
         client MAY cache this response before re-fetching"; each page has its
         own), and one that lacks it, or gives a negative one, counts as 0
-        (digest §16).  A legacy server's list has none and may be kept until
-        the server says it changed (``inf``).
+        (2026-07-28 server/utilities/caching).  A legacy server's list has
+        none and may be kept until the server says it changed (``inf``).
         """
         items: list[Any] = []
         keep = math.inf
@@ -418,7 +418,7 @@ class Client:
         tools, keep = await self._pages("tools/list", "tools")
         return (self._on_tools(tools) if self._on_tools is not None else tools), keep
 
-    # -- cached lists, and what drops them (seed §4.2) ----------------------------------
+    # -- cached lists, and what drops them (spec/client.md §5) --------------------------
 
     async def cached_list(self, method: str) -> list[Any]:
         """A ``*/list`` result kept until the server says the list changed (``list_changed``).

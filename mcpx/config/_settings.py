@@ -7,13 +7,13 @@ describes the same table in prose; ``tests/unit/test_config.py`` checks that
 every key here is documented there.
 
 Environment variables are ``MCPX_`` + the key in upper snake case
-(``pool.callTimeout`` → ``MCPX_POOL_CALL_TIMEOUT``), except where the seed
-fixed another name: ``spec.first`` is ``MCPX_MCP_SPEC`` (like ``--mcp-spec``),
-``state.dir`` is ``MCPX_STATE`` and ``daemon.endpoint`` is ``MCPX_DAEMON`` (like
-``--daemon``).  An empty environment variable counts as
-unset.  Values from the environment and from flags are text (lists
-comma-separated); values from a file may be TOML/JSON values of the right type
-or the same text.
+(``pool.callTimeout`` → ``MCPX_POOL_CALL_TIMEOUT``), except three named after
+their flags (spec/configuration.md, "Settings"): ``spec.first`` is
+``MCPX_MCP_SPEC`` (like ``--mcp-spec``), ``state.dir`` is ``MCPX_STATE`` and
+``daemon.endpoint`` is ``MCPX_DAEMON`` (like ``--daemon``).  An empty
+environment variable counts as unset.  Values from the environment and from
+flags are text (lists comma-separated); values from a file may be TOML/JSON
+values of the right type or the same text.
 
 ``resolve_settings`` is pure: it takes the file's raw values, the environment
 and the flags as arguments and returns ``Settings`` — each value with the
@@ -737,7 +737,7 @@ class Settings(Mapping[str, Setting]):
         return value
 
     def policy(self) -> SpecPolicy:
-        """The revision policy these settings make (seed §1.1)."""
+        """The revision policy these settings make (spec/revision-conflicts.md)."""
         from ..core import SpecPolicy
 
         return SpecPolicy.build(

@@ -1,6 +1,8 @@
 """The client session: mcpx talking to one upstream server, both eras, as a pure state machine.
 
-The mirror image of ``_session`` (seed §4; digest §3, §5, §11–12):
+The mirror image of ``_session`` (basic/lifecycle up to 2025-11-25;
+2026-07-28 basic/index, basic/patterns/mrtr and basic/patterns/subscriptions;
+spec/client.md §1–§5):
 
 * **Legacy servers negotiate once.**  ``start()`` sends ``initialize``
   offering one revision (the newest legacy one by default); the server's
@@ -906,7 +908,7 @@ class ClientSession:
             )
             return
         if note.method == "notifications/tasks/status":
-            return  # mcpx polls task state rather than tracking it (seed §4.2)
+            return  # mcpx polls task state rather than tracking it (spec/client.md §4)
         self._actions.append(ServerNotification(method=note.method, params=params))
 
     def _trace(self, event: str, **detail: Any) -> None:

@@ -1,7 +1,7 @@
 """Results are built once, in the newest shape, and spelled down at the edge.
 
 ``downgrade(value, shape, revision)`` returns ``value`` as a peer on
-``revision`` may receive it (seed §2.3):
+``revision`` may receive it (spec/messages.md §3):
 
 * A field the revision's schema does not define is dropped (``SHAPES`` in
   ``_revisions`` says which), recursively through every nested object, list
@@ -377,7 +377,8 @@ def envelope(
     """``result`` with the fields 2026-07-28 requires (a new dict; the input is untouched).
 
     ``resultType`` defaults to ``"complete"``; only a complete result carries
-    cache hints, and an ``input_required`` result carries none (digest §11).
+    cache hints, and an ``input_required`` result carries none (2026-07-28
+    server/utilities/caching).
     """
     out = dict(result)
     result_type = out.setdefault("resultType", "complete")
@@ -399,7 +400,8 @@ def downgrade_error(code: int, data: Any, rev: Revision) -> tuple[int, Any]:
     """An MCP-specific code ``rev`` does not define becomes ``-32602`` (data kept).
 
     The main case is ``-32002`` (resource not found), which 2026-07-28 replaced
-    with ``-32602`` carrying ``data.uri`` (digest §15).
+    with ``-32602`` carrying ``data.uri`` (2026-07-28 changelog; spec/messages.md
+    §3).
     """
     span = ERROR_CODES.get(code)
     if span is None:

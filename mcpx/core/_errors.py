@@ -7,10 +7,11 @@ allow; it carries the JSON-RPC code (and the HTTP status a Streamable HTTP
 binding should answer with) so that the mistake becomes an error reply on that
 connection and nothing else (STYLE.md §5, after h11's ``error_status_hint``).
 
-Error codes follow the digest's §15: the JSON-RPC 2.0 codes shared by every
-revision, ``-32002`` (resource not found, 2024-11-05 … 2025-11-25 only), and
-the 2026-07-28 codes ``-32020`` … ``-32022``.  Which revision may receive which
-code is data in ``_revisions``; this module only names them.
+Error codes are those of each revision's schema (spec/revisions.md, "Error
+codes"): the JSON-RPC 2.0 codes shared by every revision, ``-32002``
+(resource not found, 2024-11-05 … 2025-11-25 only), and the 2026-07-28 codes
+``-32020`` … ``-32022``.  Which revision may receive which code is data in
+``_revisions``; this module only names them.
 """
 
 from __future__ import annotations

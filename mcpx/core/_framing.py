@@ -1,8 +1,9 @@
 """Newline-delimited framing for the stdio transport (every revision).
 
-MCP's stdio transport (digest §13a) sends one JSON-RPC message per line,
-UTF-8, no embedded newlines.  ``LineReader`` turns a byte stream that arrives
-in arbitrary pieces into lines:
+MCP's stdio transport (basic/transports up to 2025-11-25, 2026-07-28
+basic/transports/stdio) sends one JSON-RPC message per line, UTF-8, no
+embedded newlines.  ``LineReader`` turns a byte stream that arrives in
+arbitrary pieces into lines:
 
 * Bounded: a line longer than ``max_line`` bytes is reported once as
   ``LineTooLong`` and its bytes are discarded as they arrive, up to and

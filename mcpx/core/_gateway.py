@@ -1,7 +1,7 @@
 """The gateway's surface: what mcpx offers a host, built from its upstreams' catalogs.
 
-mcpx's main job is to stand in front of several MCP servers (seed §2.5,
-issue 6 items 4 and 5).  This module decides, without any I/O, what a host
+mcpx's main job is to stand in front of several MCP servers
+(spec/gateway.md §1, §2).  This module decides, without any I/O, what a host
 sees and where each of its requests goes.  The driver gives it a snapshot of
 every upstream's catalog (``UpstreamCatalog``: tools, prompts, resources and
 resource templates exactly as the upstream listed them, its declared
@@ -26,54 +26,53 @@ with exceptions, so a driver can act on each:
 Theory of operation
 -------------------
 
-**Gateway mode** (no pass-through, the default; seed §2.5 first paragraph):
-the tool list is the fixed ``GATEWAY_TOOL_NAMES`` — ``mcpx_call`` (forward
-one call, result carried verbatim), ``mcpx_servers``, ``mcpx_search`` and
-``mcpx_describe`` — so ``tools.listChanged`` is false (seed §2.2).  Every
-upstream prompt is offered as ``<namespace>_<prompt>``; a namespace is a
-server name, which never contains ``_`` (``mcpx.config``'s rule, repeated
-here), so the first ``_`` splits a name unambiguously.  Every resource is
-offered as ``mcpx://<namespace>/<percent-encoded upstream URI>``, every
-template as the same form with its ``{expressions}`` kept.  Results that
-came through the gateway (``mcpx_call``, a namespaced prompt, an
-``mcpx://`` read) have their resource URIs rewritten to ``mcpx://`` ones
-``/mcp`` can read (seed §2.3), by ``rewrite_result_uris``.
+**Gateway mode** (no pass-through, the default; spec/gateway.md §1): the tool
+list is the fixed ``GATEWAY_TOOL_NAMES`` — ``mcpx_call`` (forward one call,
+result carried verbatim), ``mcpx_servers``, ``mcpx_search`` and
+``mcpx_describe`` — so ``tools.listChanged`` is false.  Every upstream prompt
+is offered as ``<namespace>_<prompt>``; a namespace is a server name, which
+never contains ``_`` (``mcpx.config``'s rule, repeated here), so the first
+``_`` splits a name unambiguously.  Every resource is offered as
+``mcpx://<namespace>/<percent-encoded upstream URI>``, every template as the
+same form with its ``{expressions}`` kept.  Results that came through the
+gateway (``mcpx_call``, a namespaced prompt, an ``mcpx://`` read) have their
+resource URIs rewritten to ``mcpx://`` ones ``/mcp`` can read (spec/gateway.md
+§1, "URIs inside results"), by ``rewrite_result_uris``.
 
-**Pass-through mode** (``mcp.passthrough`` names servers; seed §2.5, every
-bullet): the named upstreams' tools, prompts and resources are listed under
-their own names and URIs, verbatim (``execution.taskSupport`` included),
-ahead of the gateway's own entries; their results are carried verbatim,
-URIs untouched.  A collision costs only the colliding name (issue 15
-finding 4): a tool or prompt name two or more of them offer is listed by
-none of them, and each one's entry is listed as ``<server>_<name>``
-instead, which routes to that server under its own name; the bare name is
-a ``-32602`` naming the aliases.  An alias never takes a name a
-pass-through server offers (nor a gateway tool's, nor a namespaced
+**Pass-through mode** (``mcp.passthrough`` names servers; spec/gateway.md §2):
+the named upstreams' tools, prompts and resources are listed under their own
+names and URIs, verbatim (``execution.taskSupport`` included), ahead of the
+gateway's own entries; their results are carried verbatim, URIs untouched.  A
+collision costs only the colliding name: a tool or prompt name two or more of
+them offer is listed by none of them, and each one's entry is listed as
+``<server>_<name>`` instead, which routes to that server under its own name;
+the bare name is a ``-32602`` naming the aliases.  An alias never takes a name
+a pass-through server offers (nor a gateway tool's, nor a namespaced
 prompt's): it gets the first free ``_2``, ``_3``, … suffix.  A resource URI
-(or template) two of them list is listed bare for the first, where a bare
-read goes, and under its ``mcpx://`` form for each other.  Every collision
-is a ``Collision`` in ``collisions``, settled once when the surface is
-built.  The upstream wins a collision with a gateway tool or namespaced
-prompt, which is then neither listed nor routed.  A tool or prompt name
-nobody lists goes to the first pass-through upstream, which says whether it
-exists.  A bare resource URI goes to the first upstream, in the order
-given, that lists it or has a template it falls under, else to the first.
-``mcpx://`` URIs still reach every server (and mcpx's own), and servers not
-passed through keep their namespaced prompts and resources.
+(or template) two of them list is listed bare for the first, where a bare read
+goes, and under its ``mcpx://`` form for each other.  Every collision is a
+``Collision`` in ``collisions``, settled once when the surface is built.  The
+upstream wins a collision with a gateway tool or namespaced prompt, which is
+then neither listed nor routed.  A tool or prompt name nobody lists goes to
+the first pass-through upstream, which says whether it exists.  A bare
+resource URI goes to the first upstream, in the order given, that lists it or
+has a template it falls under, else to the first.  ``mcpx://`` URIs still
+reach every server (and mcpx's own), and servers not passed through keep their
+namespaced prompts and resources.
 
 Decisions recorded here
 -----------------------
 
-* **mcpx:// encoding** (seed §6, "mcpx:// URIs are built without
-  percent-encoding").  ``mcpx_uri(ns, uri)`` is ``mcpx://`` + the namespace
-  percent-encoded as an RFC 3986 reg-name + ``/`` + the URI's UTF-8 bytes
-  (lone surrogates included, as ``surrogatepass`` writes them) with every
-  byte outside unreserved, sub-delims, ``:`` and ``@`` percent-encoded —
-  ``/`` included, so the upstream URI is one path segment that no host's
-  dot-segment normalisation can touch.  ``parse_mcpx_uri`` inverts it for
-  every string (a property test checks the identity over arbitrary text);
-  it accepts either hex case and refuses malformed escapes.  This replaces
-  seed §4.3's "a listing drops a leading /", which needed a lookup to undo.
+* **mcpx:// encoding** (spec/gateway.md §1, "Resources and templates").
+  ``mcpx_uri(ns, uri)`` is ``mcpx://`` + the namespace percent-encoded as an
+  RFC 3986 reg-name + ``/`` + the URI's UTF-8 bytes (lone surrogates included,
+  as ``surrogatepass`` writes them) with every byte outside unreserved,
+  sub-delims, ``:`` and ``@`` percent-encoded — ``/`` included, so the
+  upstream URI is one path segment that no host's dot-segment normalisation
+  can touch.  ``parse_mcpx_uri`` inverts it for every string (a property test
+  checks the identity over arbitrary text); it accepts either hex case and
+  refuses malformed escapes.  This replaces an earlier form that dropped a
+  URI's leading ``/``, which needed a lookup to undo.
 * **Templates.**  A gateway-mode template keeps its RFC 6570 expressions and
   encodes only the literal text (lowercase hex, ``'`` escaped: RFC 6570
   literals exclude it, and fastjsonschema's ``uri-template`` check, which
@@ -86,24 +85,25 @@ Decisions recorded here
   with the other operators (``{+var}``/``{#var}`` match anything, ``{/var}``
   anything up to ``?``/``#``, ``{?var}``/``{&var}`` anything up to ``#``,
   ``{.var}``/``{;var}`` as ``{var}``), by an automaton linear in the URI.
-* **Cursors** (seed §6: "an invalid cursor restarts at page one instead of
-  -32602").  ``payload.MAC``: the payload names the list, the offset and a
+* **Cursors** (spec/gateway.md §1, "Cursors"; every revision's
+  server/utilities/pagination page asks for ``-32602`` on an invalid
+  cursor).  ``payload.MAC``: the payload names the list, the offset and a
   fingerprint of the list's keys; the MAC is HMAC-SHA256 (truncated to 128
   bits) over the payload's exact text under the key the caller passes, so
   any edit of the text is refused.  A cursor for another list, from another
   key (another daemon process), or from before the list changed is a
   ``-32602`` that says which and what to do — never page one.
-* **Listed entries are carried verbatim** (seed §2.3: listed tools,
-  resources, templates and prompts keep their optional fields), only the
-  name or URI rewritten where the mode asks.  The seed's "not carried over:
-  outputSchema, title and annotations" was a limit of the Go daemon's
-  catalogue, not a rule.  Entries without a string name (tools, prompts),
-  ``uri`` (resources) or ``uriTemplate`` (templates) are left out; an
-  upstream listing a name twice is listed once.
+* **Listed entries are carried verbatim** (spec/gateway.md §1, §2: listed
+  tools, resources, templates and prompts keep their optional fields), only
+  the name or URI rewritten where the mode asks.  The Go daemon that came
+  before mcpx dropped ``outputSchema``, ``title`` and ``annotations``; that
+  was a limit of its catalogue, not a rule.  Entries without a string name
+  (tools, prompts), ``uri`` (resources) or ``uriTemplate`` (templates) are
+  left out; an upstream listing a name twice is listed once.
 * **Forwarded params** are the host's, so ``_meta`` reaches the driver,
-  which rewrites progress tokens and narrows capabilities (seed §4.4, §2.5);
-  ``task`` is dropped, because it asks mcpx, not the upstream, to run the
-  call as a task (seed §2.1, §6: mcpx never task-augments upstream).
+  which rewrites progress tokens and narrows capabilities (spec/gateway.md
+  §5, §2); ``task`` is dropped, because it asks mcpx, not the upstream, to
+  run the call as a task (spec/gateway.md §6).
 * **Gateway tools' argument mistakes** follow the embedding API
   (``mcpx.server``): ``-32602`` before 2025-11-25, an ``isError`` result from
   2025-11-25 on (SEP-1303).  A server the arguments name that mcpx does not
@@ -222,9 +222,9 @@ class Page:
 class Route:
     """Forward ``method`` with ``params`` to upstream ``server``; answer with ``finish(its result)``.
 
-    ``params`` are the host's (``_meta`` included, for the driver to carry
-    per seed §4.4) with the name or URI the upstream knows.  An upstream
-    JSON-RPC error is relayed as that error (seed §2.5), not through
+    ``params`` are the host's (``_meta`` included, for the driver to carry per
+    spec/gateway.md §5) with the name or URI the upstream knows.  An upstream
+    JSON-RPC error is relayed as that error (spec/gateway.md §1), not through
     ``finish``.
     """
 
@@ -634,8 +634,8 @@ _TOOLS: Final[tuple[Mapping[str, Any], ...]] = (
             "additionalProperties": False,
         },
         "annotations": {"title": "Call an upstream tool", "openWorldHint": True},
-        # seed §2.1: of mcpx's own tools mcpx_call declares task support
-        # (2025-11-25 only; downgrade removes it elsewhere).
+        # Of mcpx's own tools mcpx_call declares task support (2025-11-25
+        # only; downgrade removes it elsewhere; spec/gateway.md §1, §6).
         "execution": {"taskSupport": "optional"},
     },
     {
@@ -776,14 +776,15 @@ _TOOLS_BY_NAME: Final = {tool["name"]: tool for tool in _TOOLS}
 def narrowed_capabilities(own: Mapping[str, Any], host: Mapping[str, Any]) -> dict[str, Any]:
     """What mcpx declares to an upstream for one host's call: its own capabilities, narrowed by the host's.
 
-    Seed §2.5 ("its declaration, not mcpx's"): mcpx never declares a
-    capability its host did not, so an upstream that needs sampling refuses
-    (-32021) instead of asking what nobody can answer.  Elicitation keeps the
-    modes both declare (``{}`` declares forms, as every revision reads it);
-    sampling and the rest keep the host's own sub-capabilities, since mcpx
-    relays the question as asked.  Roots stay declared (empty): mcpx answers
-    ``roots/list`` itself for a host that declared none.  Extensions keep only
-    those both declare (the tasks extension: mcpx follows an upstream task).
+    What the upstream hears is the host's declaration (spec/gateway.md §2):
+    mcpx never declares a capability its host did not, so an upstream that
+    needs sampling refuses (-32021) instead of asking what nobody can answer.
+    Elicitation keeps the modes both declare (``{}`` declares forms, as every
+    revision reads it); sampling and the rest keep the host's own
+    sub-capabilities, since mcpx relays the question as asked.  Roots stay
+    declared (empty): mcpx answers ``roots/list`` itself for a host that
+    declared none.  Extensions keep only those both declare (the tasks
+    extension: mcpx follows an upstream task).
     """
     out: dict[str, Any] = {}
     for name, mine in own.items():
@@ -1294,7 +1295,7 @@ class GatewaySurface:
 
     @property
     def tools_list_changed(self) -> bool:
-        """Whether to declare ``tools.listChanged``: only when passing through (seed §2.2)."""
+        """Whether to declare ``tools.listChanged``: only when passing through (spec/gateway.md §1)."""
         return bool(self._passthrough)
 
     # -- lists --------------------------------------------------------------
@@ -1357,7 +1358,7 @@ class GatewaySurface:
             return _collision_error(collision, "tools/call")
         if name in self._visible_gateway_tools:
             return self._gateway_tool(name, params, revision)
-        if self._passthrough:  # seed §2.5: names it does not list are forwarded
+        if self._passthrough:  # spec/gateway.md §2: names it does not list are forwarded
             return _route(
                 server=self._passthrough[0],
                 method="tools/call",
@@ -1591,7 +1592,7 @@ class GatewaySurface:
         )
 
     def _offers(self, server: str, uri: str) -> bool:
-        """Whether ``server`` lists ``uri`` or has a template it falls under (seed §2.5)."""
+        """Whether ``server`` lists ``uri`` or has a template it falls under (spec/gateway.md §2)."""
         return uri in self._resource_uris[server] or any(
             template_matches(template, uri) for template in self._template_strings[server]
         )
@@ -1603,7 +1604,7 @@ class GatewaySurface:
 
 
 def _forwarded(params: Mapping[str, Any]) -> Mapping[str, Any]:
-    # ``task`` asks mcpx to run the call as a task; mcpx never task-augments upstream (seed §6).
+    # ``task`` asks mcpx, not the upstream, to run the call as a task (spec/gateway.md §6).
     # Read only, as a Route's params are: the host's own params when there is nothing to drop.
     if "task" not in params:
         return params

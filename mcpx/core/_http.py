@@ -11,7 +11,9 @@ caller supplies (randomness stays outside the core).  A whole, plain POST read
 in one chunk, and its plain JSON answer, skip h11 (``_plain_request``: h11's
 grammar, and the bytes h11 would write); anything else is h11's.
 
-Rules (seed §2.4, §3.2, §5; digest §13b–13d, §15):
+Rules (basic/transports of 2024-11-05 to 2025-11-25; 2026-07-28
+basic/transports/streamable-http; spec/server-obligations.md, "Streamable HTTP
+and HTTP+SSE"; spec/messages.md §5, §8):
 
 Every request
     ``Origin``, when present, must be loopback, the server's own address, or
@@ -111,7 +113,7 @@ __all__ = [
 ]
 
 HEADERLESS: Final = Revision.V2025_03_26  # no MCP-Protocol-Version: what the transport pages say to assume
-_PRIMING_FROM: Final = Revision.V2025_11_25  # priming events and retry: (digest §13b)
+_PRIMING_FROM: Final = Revision.V2025_11_25  # priming events and retry (2025-11-25 basic/transports)
 _LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _WILDCARDS: Final = frozenset({"0.0.0.0", "::", ""})
 _NAME_PARAM: Final = {
@@ -198,10 +200,12 @@ _STATUS_BY_CODE: Final = {
 
 
 def http_status_for(code: int) -> int:
-    """The HTTP status a 2026-07-28 error response carries (digest §13c's table).
+    """The HTTP status a 2026-07-28 error response carries (spec/messages.md §8's table).
 
-    Codes the table does not name: 500 inside JSON-RPC's reserved range,
-    200 for an application's own codes (the body says what went wrong).
+    The table follows 2026-07-28 basic/transports/streamable-http and
+    basic/index where they name a status.  Codes the table does not name: 500
+    inside JSON-RPC's reserved range, 200 for an application's own codes (the
+    body says what went wrong).
     """
     if code in _STATUS_BY_CODE:
         return _STATUS_BY_CODE[code]

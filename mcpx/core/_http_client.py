@@ -7,8 +7,11 @@ server URL and decoded JSON values back.  It never touches a socket, a clock
 or randomness: connection ids come from ``conn_ids`` (the driver's choice),
 time comes in as ``now``.
 
-Rules (digest §13b, §13c, §15)
-------------------------------
+Rules
+-----
+From basic/transports of 2025-03-26, 2025-06-18 and 2025-11-25 (the legacy
+shape) and 2026-07-28 basic/transports/streamable-http; spec/client.md §6.
+
 Every request
     ``Host``, ``User-Agent`` (``config.user_agent``) and the caller's extra
     headers (auth: bearer, basic, custom — ``config.headers``).  Extra headers
@@ -130,7 +133,7 @@ __all__ = [
 ]
 
 MODERN: Final = Revision.V2026_07_28
-_VERSION_HEADER_FROM: Final = Revision.V2025_06_18  # digest §13b: MCP-Protocol-Version after initialize
+_VERSION_HEADER_FROM: Final = Revision.V2025_06_18  # 2025-06-18 basic/transports, Protocol Version Header
 _ACCEPT: Final = "application/json, text/event-stream"
 _SENTINEL: Final = re.compile(r"=\?base64\?.*\?=\Z", re.IGNORECASE | re.DOTALL)
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
@@ -299,7 +302,7 @@ def encode_header_value(value: str) -> str:
 
 
 def _param_text(value: Any) -> str | None:
-    """An argument as an ``Mcp-Param-*`` value (digest §13c); None: not sent."""
+    """An argument's ``Mcp-Param-*`` value; None: not sent (2026-07-28 streamable-http, Value Encoding)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | str):
@@ -311,7 +314,8 @@ def tool_header_params(tool: Mapping[str, Any]) -> dict[str, str] | None:
     """``{argument: header name}`` for a tool's ``x-mcp-header`` annotations; None when invalid.
 
     A tool with an invalid annotation must be left out of ``tools/list`` by an
-    HTTP client (digest §13c).  Only top-level properties are mapped.
+    HTTP client (2026-07-28 basic/transports/streamable-http, Schema
+    Extension).  Only top-level properties are mapped.
     """
     schema = tool.get("inputSchema")
     props = schema.get("properties") if isinstance(schema, Mapping) else None
@@ -748,8 +752,9 @@ class HttpClientConnection:
         ok = 200 <= ex.status < 300
         if ok and stream is not None and stream.initialize is not None and not self.config.modern:
             session_id = headers.get("mcp-session-id")
+            # Visible ASCII only (legacy basic/transports, Session Management).
             if session_id is not None and session_id and all(0x21 <= ord(ch) <= 0x7E for ch in session_id):
-                self._session_id = session_id  # digest §13b: visible ASCII only
+                self._session_id = session_id
         if not ok:
             ex.mode = "refused"
         elif ex.content_type == "text/event-stream":

@@ -7,7 +7,8 @@ failure); ``parse_message`` turns JSON into one message or raises
 ``InvalidMessage`` carrying the code and, when it could be read, the request
 id to answer with.  ``encode`` serialises a message.
 
-Reading rules (digest §3b, §5):
+Reading rules (JSON-RPC 2.0; basic/index from 2025-03-26 on, 2024-11-05
+basic/messages; spec/messages.md §1):
 
 * ``jsonrpc`` must be ``"2.0"``; a request id is a string or an integer, never
   ``null``, a float or a boolean.

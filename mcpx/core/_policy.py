@@ -2,7 +2,8 @@
 
 Most differences between revisions are settled by the revision the peer
 states.  Where two revisions ask for incompatible behaviour and the peer's
-version does not settle it, two settings decide (seed §1.1):
+version does not settle it, two settings decide (spec/revision-conflicts.md;
+spec/configuration.md, "Settings"):
 
 ``spec.precedence``
     The revisions in the order their rules win, first wins.  The default is

@@ -4,26 +4,25 @@ The daemon keeps upstream MCP servers warm so that a call does not pay for a
 start.  This module decides everything about that and does none of it: it
 says ``Spawn`` and ``Stop``, ``Granted`` and ``Refused``, and the driver
 starts processes (or opens HTTP clients), sends the calls, and reports back.
-It follows issue 6 (item 3 and its Pool test bullet) and the seed's lines on
-the pool: §2.4 (identity: who shares an instance), §3.4 (one instance serves
-one scope key; ``calls_on`` is what question correlation counts), §3.5
-(``pool.callTimeout`` pauses while a question is pending; a caller may lower
-it, never raise it), §4.3 (the next call after a failed start retries) and
-§6 (progress does not extend the call timeout).  Settings:
-``pool.idleTimeout``, ``pool.callTimeout``, ``pool.maxSpawnsPerMinute``,
-``pool.startTimeout`` (and a server's own ``startTimeout``).
+spec/gateway.md describes what it does: §7 (the pool's rules), §3 (identity:
+who shares an instance), §4 (one instance serves one scope key; ``calls_on``
+is what question correlation counts; ``pool.callTimeout`` pauses while a
+question is pending).  Settings: ``pool.idleTimeout``, ``pool.callTimeout``,
+``pool.maxSpawnsPerMinute``, ``pool.startTimeout`` (and a server's own
+``startTimeout``).
 
 Rules
 =====
 
 * **Scope.**  Instances are keyed by (server, scope key).  A ``shared``
   server has one instance for everybody; a ``connection`` server one per
-  host connection (the scope key ``acquire`` is given: seed §2.4's identity —
-  ``_meta["dev.mcpx/session"]``, the stdio process, the legacy HTTP session,
-  or a key of its own for each 2026-07-28 request); a ``host`` server one
-  per host the same way, except that calls with no identity (``acquire``
-  without a scope key) share one instance, as for ``shared``; a ``call``
-  server a fresh instance for each call, stopped when the call ends.  Calls of different
+  host connection (the scope key ``acquire`` is given: the identity of
+  spec/gateway.md §3 — ``_meta["dev.mcpx/session"]``, the stdio process, the
+  legacy HTTP session, or a key of its own for each 2026-07-28 request); a
+  ``host`` server one per host the same way, except that calls with no
+  identity (``acquire`` without a scope key) share one instance, as for
+  ``shared``; a ``call`` server a fresh instance for each call, stopped when
+  the call ends.  Calls of different
   lanes (``acquire(lane=)``; the gateway's lane is the era of the host, for
   a server that speaks both) never share a shared instance or a spare: a
   shared server has one instance per lane, and each Spawn says its lane.
@@ -41,8 +40,8 @@ Rules
   (at most ``backoff_cap``) after the n-th consecutive failure.  The streak
   ends when a call on the server completes, or when an instance that crashes
   had been up for at least ``backoff_cap``.  Instances are started again on
-  demand (seed §4.3: "the next call to that server retries"), not eagerly;
-  callers that arrive during backoff wait for the retry when it falls within
+  demand (the next call to that server retries), not eagerly; callers that
+  arrive during backoff wait for the retry when it falls within
   their wait, and are refused at once, with when to try again, when it does
   not.  Instances of the server that are still running keep serving.
 * **A spare, if asked for** (``spare``): a host-, connection- or call-scoped server
@@ -60,13 +59,14 @@ Rules
   one of ``Refused``, ``Granted`` then (``release`` | ``CallFailed`` |
   ``CallTimedOut``), or a ``release`` while waiting.
 * **Call timeout.**  A granted call may run for ``min(requested,
-  call_timeout)`` seconds (the caller may lower the bound, never raise it,
-  seed §3.5 / #1864).  The clock starts at ``Granted`` — waiting for a start
+  call_timeout)`` seconds (the caller may lower the bound, never raise it;
+  spec/gateway.md §7).  The clock starts at ``Granted`` — waiting for a start
   is bounded separately — and pauses while a question from the upstream is
-  pending on the call (``question_pending``, seed §3.5 / #229).  On expiry
+  pending on the call (``question_pending``, spec/gateway.md §4).  On expiry
   the pool emits ``CallTimedOut``: the driver cancels the call upstream
   (``notifications/cancelled``) and answers its caller with ``error``.
-  Progress does not extend it (seed §6).
+  Progress does not extend it (2025-11-25 basic/lifecycle, Timeouts, leaves
+  that to the implementation; spec/gateway.md §7).
 * **Errors name the server and say what to do.**  Every ``Refused``,
   ``CallFailed`` and ``CallTimedOut`` carries a JSON-RPC error object whose
   message names the server and whose ``data`` has ``server``, a stable
@@ -671,13 +671,13 @@ class Pool:
     ) -> None:
         """A call wants an instance of ``server``.
 
-        ``scope_key`` is the caller's identity (seed §2.4); a connection-scoped
-        server needs one.  ``timeout`` is the caller's own bound for this call
-        (``--pool-call-timeout``); it is clamped to ``call_timeout``.
-        ``lane`` keeps calls apart that must not share an instance (the
-        gateway's: the era of the host, for a server that speaks both):
-        instances, and spares, serve the calls of one lane.  The
-        call ends in ``Refused``, or in ``Granted`` and later ``release`` /
+        ``scope_key`` is the caller's identity (spec/gateway.md §3); a
+        connection-scoped server needs one.  ``timeout`` is the caller's own
+        bound for this call (``--pool-call-timeout``); it is clamped to
+        ``call_timeout``.  ``lane`` keeps calls apart that must not share an
+        instance (the gateway's: the era of the host, for a server that speaks
+        both): instances, and spares, serve the calls of one lane.  The call
+        ends in ``Refused``, or in ``Granted`` and later ``release`` /
         ``CallFailed`` / ``CallTimedOut``; ``release`` it to stop waiting.
         """
         if call_id in self._calls:
@@ -813,7 +813,7 @@ class Pool:
         """A question from the upstream is pending on ``call_id`` (``True``), or was answered / expired (``False``).
 
         Once per question: the call's timeout is paused while any is pending
-        (seed §3.5, #229) and resumes with the time it had left.  A call the
+        (spec/gateway.md §4) and resumes with the time it had left.  A call the
         pool already ended is ignored; a call that was never granted, or a
         ``False`` with no question pending, is a ``LocalProtocolError``.
         """
@@ -971,7 +971,7 @@ class Pool:
         return len(self._calls)
 
     def calls_on(self, instance: int) -> tuple[CallId, ...]:
-        """The calls in flight on ``instance``, in grant order (seed §3.4: who may own a question on it)."""
+        """The calls in flight on ``instance``, in grant order (spec/gateway.md §4: who may own a question on it)."""
         inst = self._instances.get(instance)
         return () if inst is None else tuple(inst.calls)
 
@@ -1221,9 +1221,9 @@ class Pool:
     def _keep_spare(self, srv: _Server, now: float, lane: str | None) -> None:
         """``spare``: a connection- or call-scoped server in use has one instance started ahead of need.
 
-        A 2026-07-28 request is a connection of its own (seed §2.4), so without
-        it every such request to a connection-scoped server waits for a
-        start.  The spare is spawned only when nothing holds spawns back
+        A 2026-07-28 request is a connection of its own (spec/gateway.md §3),
+        so without it every such request to a connection-scoped server waits
+        for a start.  The spare is spawned only when nothing holds spawns back
         (backoff, the spawn limit), and is reaped when idle like any instance.
         """
         if not self.config.spare or srv.scope == "shared" or self.config.idle_timeout == 0:

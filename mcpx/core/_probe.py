@@ -1,10 +1,10 @@
 """The era probe: which era an upstream MCP server speaks, found by asking, and remembered.
 
-mcpx as a client meets servers of both eras (seed §1 "Upstream, mcpx probes
-modern first"; digest §3b, §3c, §13).  ``EraProbe`` finds out which one a
-server is, in the order the 2026-07-28 versioning page gives a dual-era
-client, and hands over a settled connection; ``EraCache`` remembers the
-answer per server configuration so the probe costs one round trip per
+mcpx as a client meets servers of both eras (2026-07-28 basic/versioning and
+server/discover; the transport pages of every revision).  ``EraProbe`` finds
+out which one a server is, in the order the 2026-07-28 versioning page gives a
+dual-era client, and hands over a settled connection; ``EraCache`` remembers
+the answer per server configuration so the probe costs one round trip per
 configuration, not one per start.  ``spec/era-probe.md`` is the prose and the
 table of answers; this docstring is the API.
 
@@ -163,7 +163,8 @@ Transport = Literal["stdio", "http"]
 ERAS: Final[tuple[str, ...]] = get_args(EraName)
 _CACHE_VERDICTS: Final[tuple[str, ...]] = get_args(CacheVerdict)
 _AUTH_STATUSES: Final = frozenset({401, 403, 407})
-_NOT_STREAMABLE_STATUSES: Final = frozenset({400, 404, 405})  # digest §13b: the old-transport fallback
+# The old-transport fallback (2025-11-25 basic/transports, Backwards Compatibility).
+_NOT_STREAMABLE_STATUSES: Final = frozenset({400, 404, 405})
 _MAX_TRACE: Final = 200
 _MAX_ITEMS: Final = 64  # JSON-RPC messages looked at in one line or body (a batch)
 _R25B: Final = Revision.V2025_06_18
@@ -955,7 +956,9 @@ class EraProbe:
                     ("Accept", "application/json, text/event-stream"),
                     ("Content-Type", "application/json"),
                 ]
-                if version >= _R25B:  # digest §3a: every request after initialize states the revision
+                # Every request after initialize states the revision (2025-06-18
+                # basic/transports, Protocol Version Header).
+                if version >= _R25B:
                     headers.append(("MCP-Protocol-Version", str(version)))
                 if decision.session_id is not None:
                     headers.append(("Mcp-Session-Id", decision.session_id))

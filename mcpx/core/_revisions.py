@@ -7,8 +7,8 @@ module, never a string comparison of its own:
   with its era (legacy: negotiated once with ``initialize``; modern: restated
   in ``_meta`` on every request).
 * ``METHODS`` — every JSON-RPC method and notification, who sends it, the
-  revision that introduced it and the one that removed it (the digest's §2,
-  from the ``ClientRequest``/``ServerRequest``/… unions of each schema).
+  revision that introduced it and the one that removed it (from the
+  ``ClientRequest``/``ServerRequest``/… unions of each revision's schema).
 * ``SHAPES`` — for every object mcpx sends or relays, which fields exist in
   which revision, and what type each nested field holds.  ``downgrade`` walks
   results with it; capability declarations are cut to a revision with it.
@@ -16,7 +16,8 @@ module, never a string comparison of its own:
   them.
 * ``ERROR_CODES`` — which revisions may receive which MCP-specific code.
 * ``CACHEABLE`` — the 2026-07-28 results that must carry ``ttlMs`` and
-  ``cacheScope`` and mcpx's choice of scope for each (seed §2.3).
+  ``cacheScope`` and mcpx's choice of scope for each (2026-07-28
+  server/utilities/caching).
 
 ``tests/unit/test_revisions_table.py`` checks every row here against the
 official ``schema.json`` of each revision, and ``spec/revisions.md`` is
@@ -163,7 +164,7 @@ def _span(since: Revision, removed_in: Revision | None, rev: Revision) -> bool:
 
 
 # --------------------------------------------------------------------------
-# Methods and notifications (digest §2)
+# Methods and notifications (each revision's schema; spec/revisions.md)
 # --------------------------------------------------------------------------
 
 
@@ -300,7 +301,7 @@ def method_rule(method: str, *, sender: Sender, notification: bool = False) -> M
 
 
 # --------------------------------------------------------------------------
-# Shapes: which fields exist in which revision (digest §4, §5)
+# Shapes: which fields exist in which revision (each revision's schema)
 # --------------------------------------------------------------------------
 
 
@@ -645,7 +646,7 @@ SCHEMA_NAMES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
 
 
 # --------------------------------------------------------------------------
-# Reserved _meta keys (digest §5a)
+# Reserved _meta keys (each revision's schema and basic/index)
 # --------------------------------------------------------------------------
 
 
@@ -692,7 +693,8 @@ META_RELATED_TASK: Final = _P + "related-task"
 
 
 # --------------------------------------------------------------------------
-# Error codes (digest §15) and cacheable results (digest §16, seed §2.3)
+# Error codes (each revision's schema; 2026-07-28 basic/index) and cacheable
+# results (2026-07-28 server/utilities/caching)
 # --------------------------------------------------------------------------
 
 ERROR_CODES: Final[Mapping[int, tuple[Revision, Revision | None]]] = MappingProxyType(
@@ -717,7 +719,8 @@ class Cacheable:
 CACHEABLE: Final[Mapping[str, Cacheable]] = MappingProxyType(
     {
         # public: follows configuration, not the caller; private: may include
-        # the caller's own session artefacts (seed §2.3).
+        # the caller's own session artefacts (2026-07-28 server/utilities/caching
+        # says what each scope allows).
         "server/discover": Cacheable(scope="public", age="list"),
         "tools/list": Cacheable(scope="public", age="list"),
         "prompts/list": Cacheable(scope="public", age="list"),

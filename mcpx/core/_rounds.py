@@ -2,8 +2,9 @@
 
 One call can need an answer only its client has: a form filled in
 (``elicitation/create``), a model's completion (``sampling/createMessage``),
-the client's roots (``roots/list``).  The two eras ask differently (seed §3;
-digest §6–8, §11):
+the client's roots (``roots/list``).  The two eras ask differently (each
+revision's client/elicitation, client/sampling and client/roots pages;
+2026-07-28 basic/patterns/mrtr; spec/messages.md §5):
 
 * **Legacy** peers are sent the question as a server request on a channel
   that can carry it (stdio, a legacy HTTP session's streams), and the call
@@ -16,15 +17,16 @@ digest §6–8, §11):
 
 The call itself runs once: while a 2026-07-28 client is asking its user, the
 call is *parked* here, keyed by a call id the state carries, and the retry
-that brings the answers takes it over (seed §3.3).
+that brings the answers takes it over (spec/messages.md §5).
 
 This module holds what both eras share and the session does not:
 
 ``question_refusal``
-    Whether a question may be put to this client at all (seed §3.1):
-    declaring elicitation is not declaring sampling; form and URL elicitation
-    are separate; ``sampling.tools`` and ``sampling.context`` gate the fields
-    that need them; a revision that lacks the request never gets it.
+    Whether a question may be put to this client at all (spec/messages.md
+    §5, the gates): declaring elicitation is not declaring sampling; form
+    and URL elicitation are separate; ``sampling.tools`` and
+    ``sampling.context`` gate the fields that need them; a revision that
+    lacks the request never gets it.
 ``StateSigner``
     ``requestState`` = ``base64url(payload).base64url(HMAC-SHA256)`` under a
     key the caller supplies, carrying the call id, a binding (the method and a

@@ -1,6 +1,8 @@
 """The server session: one downstream peer, both eras, as a pure state machine.
 
-Rules (seed §1, §2.1–2.4; digest §3, §14):
+Rules (basic/lifecycle up to 2025-11-25; 2026-07-28 basic/index and
+basic/versioning; each revision's cancellation and progress pages;
+spec/messages.md §1–§4):
 
 * **Legacy peers negotiate once.**  ``initialize`` picks the revision for the
   connection: the one the client asked for when mcpx speaks it, otherwise a
@@ -16,7 +18,8 @@ Rules (seed §1, §2.1–2.4; digest §3, §14):
   ``-32602``.
 * **A request that declared nothing** on a connection that never
   negotiated is judged as 2024-11-05, the revision every newer one
-  understands (seed §1: guessing downward is recoverable).
+  understands (spec/revision-conflicts.md, "A request that declared nothing
+  is 2024-11-05": guessing downward is recoverable).
 * **Removal is method-not-found.**  A method the peer's revision removed
   (``initialize``, ``ping``, ``logging/setLevel``, ``resources/subscribe``,
   ``resources/unsubscribe``, ``tasks/result``, ``tasks/list`` for
@@ -423,7 +426,7 @@ class ServerSession:
     ) -> None:
         self.config = config
         self._tasks = tasks
-        self._identity = identity  # whose tasks this peer may see (digest §10: bound to the requester)
+        self._identity = identity  # whose tasks this peer may see (spec/messages.md §6)
         self._runners: dict[str, int] = {}  # task id -> token of the call running it
         self._result_waiters: dict[str, list[_InFlight]] = {}  # 2025-11-25 tasks/result, by task id
         self._core_tasks: set[str] = set()  # 2025-11-25 tasks created here: status notifications
@@ -640,7 +643,7 @@ class ServerSession:
     def receive_batch(
         self, items: list[Any], *, stream: int | None = None, revision: Revision | None = None
     ) -> None:
-        """A JSON-RPC batch: defined by 2025-03-26 only (digest §5)."""
+        """A JSON-RPC batch: defined by 2025-03-26 only (2025-03-26 basic/index)."""
         self._check_open()
         outer = self._enter_input(stream, revision)
         try:
@@ -918,7 +921,7 @@ class ServerSession:
                 )
 
     # ------------------------------------------------------------------
-    # Questions a call asks its client (seed §3; _rounds for the rules)
+    # Questions a call asks its client (spec/messages.md §5; _rounds for the rules)
     # ------------------------------------------------------------------
 
     def ask(self, token: int, questions: list[Question], *, now: float | None = None) -> int:
@@ -1189,7 +1192,8 @@ class ServerSession:
         self._actions.append(Answered(token=rec.token, ask_id=parked.ask_id, answers=answers))
 
     # ------------------------------------------------------------------
-    # Tasks (digest §10; _tasks for the store)
+    # Tasks (2025-11-25 basic/utilities/tasks, the 2026-07-28 tasks extension;
+    # spec/messages.md §6; _tasks for the store)
     # ------------------------------------------------------------------
 
     def promote(self, token: int) -> bool:

@@ -1,6 +1,7 @@
 """Tasks: calls whose result is fetched later (both task models, pure state).
 
-MCP has two task models (``spec-digest.md`` §10):
+MCP has two task models (spec/revision-conflicts.md, "Two task models";
+spec/messages.md §6):
 
 * **2025-11-25 core tasks** (``basic/utilities/tasks``): the client asks for
   a task with ``params.task`` on ``tools/call``, gets ``{task}`` at once,

@@ -1,12 +1,13 @@
 """Per-server upstream auth: an ``auth`` block in, the headers, query or environment to add out, pure.
 
 Every connection mcpx makes to a configured upstream carries the same
-credentials (seed §6 "Authorization"): each request of an HTTP connection —
-POST, the GET stream, the closing DELETE — gets the same extra headers and
-query parameters, and a spawned (stdio) server gets extra environment
-variables.  This module turns the ``auth`` block of a server's configuration
-into that one frozen value; ``mcpx.client.connect_http(auth=...)`` applies it
-and ``mcpx.config.UpstreamServer.process_env()`` merges its variables.
+credentials (spec/configuration.md, "Upstream auth"; spec/client.md §8): each
+request of an HTTP connection — POST, the GET stream, the closing DELETE —
+gets the same extra headers and query parameters, and a spawned (stdio) server
+gets extra environment variables.  This module turns the ``auth`` block of a
+server's configuration into that one frozen value;
+``mcpx.client.connect_http(auth=...)`` applies it and
+``mcpx.config.UpstreamServer.process_env()`` merges its variables.
 
 Nothing here does I/O: the gateway's environment comes in as a ``Mapping``
 (``environ``) for the ``...Env`` indirections, and is read once, when the block
@@ -26,7 +27,7 @@ Types (``type`` is required)
                 spawned process.  Refused for HTTP servers, as the four HTTP
                 types are refused for stdio servers: a credential that cannot
                 reach its server is a configuration mistake, not a no-op.
-    ``oauth``   refused: mcpx has no OAuth client (seed §6, #253).
+    ``oauth``   refused: mcpx has no OAuth client (spec/client.md §8).
 Exactly one of a literal and its ``...Env`` indirection; an indirection that
 names an unset or empty variable is refused.  Unknown keys are refused.
 Headers the transport owns are never taken from configuration

@@ -1,10 +1,12 @@
-"""Spawning and stopping an MCP server's process: close its input, wait, terminate, kill (seed §4, "shutdown").
+"""Spawning and stopping an MCP server's process: close its input, wait, terminate, kill.
 
-A server is spawned as the leader of a process group of its own (POSIX
-``setsid``), so that stopping it reaches what it started: ``npx`` and the
-``node`` under it, a wrapper script and its interpreter.  A terminal's
-Ctrl-C, sent to the daemon's foreground group, no longer reaches the
-servers behind it either; the daemon stops them itself, input first.
+That order is the stdio shutdown of basic/lifecycle (Shutdown, up to
+2025-11-25) and of 2026-07-28 basic/transports/stdio.  A server is spawned
+as the leader of a process group of its own (POSIX ``setsid``), so that
+stopping it reaches what it started: ``npx`` and the ``node`` under it, a
+wrapper script and its interpreter.  A terminal's Ctrl-C, sent to the
+daemon's foreground group, no longer reaches the servers behind it either;
+the daemon stops them itself, input first.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Shared by the awaited path (``Upstreams.request``) and the routed one
 (``Routes``): the host is asked an upstream's questions as the upstream put
-them (seed §2.5; MCP 2026-07-28 basic/patterns/mrtr), a 2026-07-28
+them (spec/gateway.md §4; MCP 2026-07-28 basic/patterns/mrtr), a 2026-07-28
 upstream's task is followed to its end (the tasks extension: ``tasks/get``,
 ``tasks/update``, ``tasks/cancel``), and a 2025-11-25 upstream's tool that
 runs only as a task is run as one (MCP 2025-11-25 basic/utilities/tasks).
@@ -54,7 +54,7 @@ def unattributed(what: str) -> McpCallError:
 
 
 def answered_by_mcpx(host: Context, method: str) -> Mapping[str, Any] | None:
-    """What mcpx answers without asking: its own roots, for a host that declared none (seed §2.5 "Roots")."""
+    """What mcpx answers without asking: its own roots, for a host that declared none (spec/gateway.md §4)."""
     if method == "roots/list" and not isinstance(host.client_capabilities.get("roots"), Mapping):
         return dict(OWN_ROOTS)
     return None
@@ -76,8 +76,8 @@ async def ask_round(host: Context, requests: Mapping[str, Any]) -> dict[str, Any
     """``host``'s answers to a 2026-07-28 upstream's ``inputRequests``, under the upstream's keys.
 
     The round is the upstream's answer to one call, so the host sees it as
-    asked: every question at once, under the upstream's keys (seed §2.5,
-    first bullet).  ``McpCallError`` when it cannot be answered: the host's
+    asked: every question at once, under the upstream's keys (spec/gateway.md
+    §4).  ``McpCallError`` when it cannot be answered: the host's
     refusal is relayed as that refusal (-32021 with its
     ``requiredCapabilities``).
     """

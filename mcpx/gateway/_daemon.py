@@ -1,6 +1,6 @@
 """``mcpx daemon``: one HTTP server for /mcp (the gateway's MCP endpoint) and /v1 (its ops API).
 
-Seed §5: one listener, one access-control decision.  The HTTP binding
+spec/gateway.md §8: one listener, one access-control decision.  The HTTP binding
 (mcpx/core/_http.py) serves /mcp and hands /v1, /health and /openapi.json to
 ``Ops`` as ``AppRequest``s, under the same Origin and Host checks.  The ops
 table below is the whole /v1 API; /openapi.json is generated from it.  Every
@@ -26,8 +26,8 @@ Two ops reach an upstream's own answers beyond ``tools/call``:
   that declared the ``completions`` capability (Server Features →
   Completion): a server that did not may answer method-not-found or
   anything at all, so the declaration is the only thing worth trusting
-  (seed §4.4 "Generic requests").  Any other server's answer comes from what
-  the catalog knows — for a resource template, the values of the listed
+  (spec/gateway.md §8, the ops table).  Any other server's answer comes from
+  what the catalog knows — for a resource template, the values of the listed
   resources that match it (RFC 6570 ``{var}`` and ``{+var}`` only), narrowed
   by ``context.arguments`` and by what was typed (a case-insensitive
   prefix); for a prompt, nothing, since a prompt's arguments carry names but

@@ -1,11 +1,11 @@
 """The daemon's event stream: what its upstreams say outside any one call, for ``GET /v1/events``.
 
-Seed §4.4: log messages and progress reach the host whose call caused them,
-and every one of them also goes to ``/v1/events``, where anyone watching the
-daemon (a person with ``curl``, a dashboard, a plugin) can read them.  List
-changes and resource updates are published there too, and so are the
-upstreams' processes starting and stopping.  Each event is one
-Server-Sent Event whose ``event:`` is its kind and whose ``data:`` is a JSON
+spec/gateway.md §5, §8: log messages and progress reach the host whose call
+caused them, and every one of them also goes to ``/v1/events``, where anyone
+watching the daemon (a person with ``curl``, a dashboard, a plugin) can read
+them.  List changes and resource updates are published there too, and so are
+the upstreams' processes starting and stopping.  Each event is one Server-Sent
+Event whose ``event:`` is its kind and whose ``data:`` is a JSON
 object naming the server:
 
 ``server.log``        ``{server, level, logger?, data}``

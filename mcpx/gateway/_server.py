@@ -2,9 +2,9 @@
 
 It plugs into mcpx's server session like any ``mcpx.server.Server``: the
 session speaks every revision to the host, and ``route`` answers the methods
-the gateway owns — tools, prompts, resources — from a ``GatewaySurface``
-built over the upstreams' catalogs, sending what the surface routes to the
-upstream that owns it (seed §2.5).  Upstream results come back verbatim
+the gateway owns — tools, prompts, resources — from a ``GatewaySurface`` built
+over the upstreams' catalogs, sending what the surface routes to the upstream
+that owns it (spec/gateway.md §1, §2).  Upstream results come back verbatim
 (URIs rewritten in gateway mode); an upstream's JSON-RPC error is relayed as
 that error.  In gateway mode mcpx's own tool list is fixed, so
 ``tools.listChanged`` is false; only pass-through makes it true.
@@ -84,8 +84,8 @@ _PASSED = frozenset(
 )  # pass-through only
 _GATEWAY_TOOLS = {str(tool["name"]): tool for tool in gateway_tools()}
 _NEEDS_CATALOGS = frozenset({"mcpx_servers", "mcpx_search", "mcpx_describe"})
-# MCP 2026-07-28 caching (digest §16): ttlMs "is not a polling timer", and a client that polls
-# anyway must use jitter and back off.  The background refresh of a positive ttlMs comes no
+# MCP 2026-07-28 server/utilities/caching: a ttlMs is no schedule for polling, and whoever polls
+# anyway must add jitter and back off.  The background refresh of a positive ttlMs comes no
 # sooner than this, a little later at random, and only while an instance runs.
 _REFRESH_MIN = 5.0  # seconds
 _REFRESH_JITTER = 0.1  # up to this much of the interval later
@@ -270,7 +270,7 @@ class GatewayServer(Server):
                 self._background = None
 
     def _upstream_changed(self, server: str, kind: str) -> None:
-        """A pass-through upstream's list changed: so did the gateway's (seed §2.5 "tools/list_changed relayed").
+        """A pass-through upstream's list changed: so did the gateway's (spec/gateway.md §5, list changes).
 
         Legacy hosts get the notification unsolicited, 2026-07-28 ones on
         their ``subscriptions/listen`` streams; the session decides which.
@@ -299,7 +299,7 @@ class GatewayServer(Server):
             self.upstreams.subscribe(decided.server, decided.params["uri"])
 
     def task_support(self, tool: str) -> str | None:
-        """Whether the host's call of ``tool`` may run as one of mcpx's tasks (seed §2.5, "Tasks, per era").
+        """Whether the host's call of ``tool`` may run as one of mcpx's tasks (spec/gateway.md §6).
 
         A pass-through tool's ``execution.taskSupport`` from the catalogs last
         seen; one not seen yet (the start-up listing still running, or a name
@@ -693,7 +693,8 @@ class GatewayServer(Server):
             self._generation += 1
             if known.left_out and _ready(catalog):
                 # A listing was served without it (still starting, or failed): what it adds is news
-                # to every view that declared listChanged (one passing something through, seed §2.5).
+                # to every view that declared listChanged (one passing something through;
+                # spec/gateway.md §1).
                 known.left_out = False
                 for view in self._shared.views.values():
                     if view.passthrough:
@@ -895,7 +896,7 @@ _request_keys = itertools.count(1)
 
 
 def scope_key(context: RequestContext) -> tuple[str, bool]:
-    """Who a host request is from, for the pool (seed §2.4); and whether that scope is the request alone.
+    """Who a host request is from, for the pool (spec/gateway.md §3); and whether that scope is the request alone.
 
     ``_meta["dev.mcpx/session"]`` when the host names one; else the host's
     stdio connection handed over by ``mcpx serve`` (``host:<n>``, in both

@@ -194,9 +194,9 @@ class Upstreams:
 
         That revision has no server-to-client requests and its stdio page says
         a client must not answer them; ``spec.lenient`` naming 2026-07-28
-        turns this on (seed §1.1).  ``max_rounds`` (``proto.askRounds``):
-        the ``input_required`` rounds one call to a 2026-07-28 upstream may
-        have before it is failed.
+        turns this on (spec/gateway.md §4).  ``max_rounds``
+        (``proto.askRounds``): the ``input_required`` rounds one call to a
+        2026-07-28 upstream may have before it is failed.
         """
         self.servers = dict(servers)
         self._answer_modern_requests = answer_modern_requests
@@ -405,7 +405,7 @@ class Upstreams:
             self._crashed(instance, running, reason)
 
     def published_progress(self, server: str, params: Mapping[str, Any]) -> None:
-        """A routed call's progress, on /v1/events as well (seed §4.4)."""
+        """A routed call's progress, on /v1/events as well (spec/gateway.md §8)."""
         event: dict[str, Any] = {"server": server, "progress": params.get("progress")}
         for key in ("total", "message"):
             if params.get(key) is not None:
@@ -476,7 +476,7 @@ class Upstreams:
 
     @contextlib.contextmanager
     def _asking(self, call_ids: tuple[CallId, ...]) -> Iterator[None]:
-        """A question is out to the host for ``call_ids``: their call timeouts pause meanwhile (seed §3.5)."""
+        """A question is out to the host for ``call_ids``: their call timeouts pause meanwhile (spec/gateway.md §4)."""
         for call_id in call_ids:
             self.pool.question_pending(call_id, True, time.monotonic())
         self._perform()
@@ -525,14 +525,14 @@ class Upstreams:
         it.  The upstream's own JSON-RPC errors come back as they were sent.
         ``host`` is the host request being served: the upstream's progress for
         this call and its log messages while the call runs go to that host
-        (seed §3.4, §4.4).  So do its questions: a 2026-07-28 upstream's input
-        round, which belongs to this call whatever else runs on the instance,
-        and a legacy upstream's server requests when this call is the only
-        one on the instance.  A 2026-07-28 upstream is told the host's
-        capabilities narrowed onto mcpx's (``narrowed_capabilities``), and
-        may answer with a task when the host declared the tasks extension or
-        (``as_task``) the host's 2025-11-25 call runs as a task of mcpx's; mcpx
-        follows that task to its end.
+        (spec/gateway.md §4, §5).  So do its questions: a 2026-07-28
+        upstream's input round, which belongs to this call whatever else runs
+        on the instance, and a legacy upstream's server requests when this
+        call is the only one on the instance.  A 2026-07-28 upstream is told
+        the host's capabilities narrowed onto mcpx's
+        (``narrowed_capabilities``), and may answer with a task when the host
+        declared the tasks extension or (``as_task``) the host's 2025-11-25
+        call runs as a task of mcpx's; mcpx follows that task to its end.
         """
         on_progress = self._published_progress(
             server, _progress_to(host) if host is not None and on_progress is None else on_progress
@@ -652,9 +652,9 @@ class Upstreams:
 
         ``kind`` is tools, prompts or resources.  A legacy upstream sends
         these unsolicited; a 2026-07-28 one only on a ``subscriptions/listen``
-        stream, which every instance keeps open (seed §4.3; unwatched servers'
-        changes only drop the instance's cached lists).  Resource updates come only for URIs subscribed upstream
-        (``subscribe``).
+        stream, which every instance keeps open (spec/gateway.md §5; unwatched
+        servers' changes only drop the instance's cached lists).  Resource
+        updates come only for URIs subscribed upstream (``subscribe``).
         """
         self._watched = frozenset(servers)
         self._on_list_changed = on_list_changed
@@ -867,7 +867,7 @@ class Upstreams:
         return [w.host for c in calls if (w := self._waiters.get(str(c))) is not None and w.host is not None]
 
     async def _resolve(self, instance: int, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
-        """A legacy upstream's question (a server request), put to the host whose call it is for (seed §3.4)."""
+        """A legacy upstream's question (a server request), put to the host whose call it is for (spec/gateway.md §4)."""
         host = self._host_of(instance)
         calls = self.pool.calls_on(instance)
         with self._asking(calls if len(calls) == 1 else ()):  # the call it is for, when that can be told
@@ -916,7 +916,7 @@ class Upstreams:
     def _published_progress(
         self, server: str, relay: Callable[[Progress], None] | None
     ) -> Callable[[Progress], None]:
-        """``relay`` (if any), and every report published on /v1/events as well (seed §4.4)."""
+        """``relay`` (if any), and every report published on /v1/events as well (spec/gateway.md §8)."""
 
         def report(progress: Progress) -> None:
             event: dict[str, Any] = {"server": server, "progress": progress.progress}
@@ -931,7 +931,7 @@ class Upstreams:
         return report
 
     def _relay_log(self, instance: int, server: str, note: ServerNotification) -> None:
-        """An upstream log message goes to every host with a call in flight on the instance (seed §4.4)."""
+        """An upstream log message goes to every host with a call in flight on the instance (spec/gateway.md §5)."""
         if note.method != "notifications/message":
             return
         level, data, logger = note.params.get("level"), note.params.get("data"), note.params.get("logger")
