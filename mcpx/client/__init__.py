@@ -1192,7 +1192,7 @@ async def connect_http(
                 # What the server sends outside any request (questions included) comes on
                 # the session's GET stream; a server without one answers 405, which is fine.
                 async with transport.lock:
-                    http.open_get_stream(time.time())
+                    http.open_get_stream(time.monotonic())
                     await transport.flush()
             return failure
 

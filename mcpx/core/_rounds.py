@@ -39,8 +39,11 @@ This module holds what both eras share and the session does not:
     they were parked with.  Shared by every session of one server so a retry
     can arrive on any connection.
 
-Time comes in as ``now`` (wall-clock seconds, so that replicas sharing a key
-agree on expiry); keys and the instance id come in from the caller.
+Time comes in as ``now``, the caller's monotonic clock, like every machine's.
+A ``requestState``'s expiry is written and checked in wall-clock seconds, so
+that replicas sharing a key agree on it: ``wall_offset`` (wall clock minus
+``now``, given once) turns one into the other.  Keys and the instance id
+come in from the caller.
 """
 
 from __future__ import annotations
@@ -270,8 +273,10 @@ class RoundTable:
         state_ttl: float = 1800.0,
         ask_timeout: float = 600.0,
         max_rounds: int = 8,
+        wall_offset: float = 0.0,
     ) -> None:
         self.signer = StateSigner(key)
+        self.wall_offset = wall_offset
         self.instance = instance
         self.state_ttl = state_ttl
         self.ask_timeout = ask_timeout
@@ -302,7 +307,7 @@ class RoundTable:
             )
         call_id = self._by_token.get(token) or f"{self.instance}-{next(self._ids)}"
         binding = binding_of(method, params)
-        expires = now + self.state_ttl
+        expires = now + self.wall_offset + self.state_ttl  # wall clock: another replica checks it
         state = self.signer.sign(StatePayload(call=call_id, binding=binding, expires=expires, round=round))
         parked = ParkedCall(
             call_id=call_id,
@@ -321,7 +326,7 @@ class RoundTable:
 
     def resume(self, state: Any, *, method: str, params: Mapping[str, Any], now: float) -> ParkedCall:
         """The parked call a retry's ``requestState`` names, taken off the table."""
-        payload = self.signer.verify(state, binding=binding_of(method, params), now=now)
+        payload = self.signer.verify(state, binding=binding_of(method, params), now=now + self.wall_offset)
         parked = self._parked.get(payload.call)
         if parked is None:
             raise StateError(

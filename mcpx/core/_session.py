@@ -562,7 +562,7 @@ class ServerSession:
         return min(times, default=None)
 
     def advance(self, now: float) -> None:
-        """Tell the session the time (wall clock) before calls that take none."""
+        """Tell the session the time (the monotonic clock every machine takes) before calls that take none."""
         self._now = max(self._now, now)
 
     # ------------------------------------------------------------------
@@ -585,7 +585,7 @@ class ServerSession:
         ``MCP-Protocol-Version``): for a legacy revision it judges legacy
         requests when this session negotiated nothing; a per-request revision
         makes the request answer to 2026-07-28's rules even without ``_meta``.
-        ``now`` (wall clock) checks a ``requestState``'s expiry.
+        ``now`` (monotonic) checks a ``requestState``'s expiry, through the round table's ``wall_offset``.
         """
         if now is not None:
             self.advance(now)

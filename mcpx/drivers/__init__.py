@@ -24,6 +24,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
@@ -106,12 +107,23 @@ def new_round_table(
         state_ttl=state_ttl,
         ask_timeout=ask_timeout,
         max_rounds=max_rounds,
+        wall_offset=wall_offset(),
     )
 
 
 def new_task_store() -> TaskStore:
     """Where tasks live; the random key makes their ids unguessable."""
-    return TaskStore(key=secrets.token_bytes(32), instance=secrets.token_hex(6))
+    return TaskStore(key=secrets.token_bytes(32), instance=secrets.token_hex(6), wall_offset=wall_offset())
+
+
+def wall_offset() -> float:
+    """Wall-clock time minus the monotonic clock the drivers give every machine as ``now``.
+
+    Read once, where a machine is made that puts wall-clock times on the
+    wire (tasks' ``createdAt``, a ``requestState``'s expiry); a wall clock
+    set later moves nothing a machine times.
+    """
+    return time.time() - time.monotonic()
 
 
 def new_session_id() -> str:

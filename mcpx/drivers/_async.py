@@ -266,12 +266,12 @@ class _Runner:
             if deadline is None:
                 await self.timer_changed.wait()
                 continue
-            with anyio.move_on_after(max(0.0, deadline - time.time())):
+            with anyio.move_on_after(max(0.0, deadline - time.monotonic())):
                 await self.timer_changed.wait()
                 continue
             due = self.machine.get_timer()
-            if due is not None and time.time() >= due:
-                self.machine.handle_timer(time.time())
+            if due is not None and time.monotonic() >= due:
+                self.machine.handle_timer(time.monotonic())
                 self.flush()
 
     def start_request(self, action: HandleRequest) -> None:
@@ -496,7 +496,7 @@ class _StdioRunner(_Runner):
         self.kicking = False  # a _write_now is scheduled
 
     def clock_in(self) -> None:
-        self.conn.session.advance(time.time())
+        self.conn.session.advance(time.monotonic())
 
     def request_ended(self, watch: RequestWatch, request_id: str | int) -> None:
         self.unwritten.append(request_id)  # the write loop tells the watch once the answer is out
@@ -564,7 +564,7 @@ class _StdioRunner(_Runner):
         # What it makes (answers, upstream calls) is written once, at the end; a lone request (the
         # host makes one call at a time) goes upstream at once.
         with _batch.reading(alone=not self.deferred and data.count(b"\n") == 1):
-            self.conn.receive_data(data, now=time.time())
+            self.conn.receive_data(data, now=time.monotonic())
             self.flush()
 
     async def write_loop(self, writer: ByteWriter) -> None:
@@ -705,7 +705,7 @@ class _HttpRunner(_Runner):
                     await aclose()
 
     def clock_in(self) -> None:
-        self.http.advance(time.time())
+        self.http.advance(time.monotonic())
 
     def perform(self, action: object) -> None:
         if isinstance(action, SendBytes):
@@ -724,7 +724,7 @@ class _HttpRunner(_Runner):
         conn = next(self.ids)
         send, receive = anyio.create_memory_object_stream[bytes | None](math.inf)
         self.outboxes[conn] = send
-        self.http.connection_made(conn, time.time())
+        self.http.connection_made(conn, time.monotonic())
         self.flush()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._write, conn, stream, receive, tg.cancel_scope)
@@ -735,7 +735,7 @@ class _HttpRunner(_Runner):
                     except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                         data = b""
                     with _batch.reading():  # the upstream calls it makes: written once, at the end
-                        self.http.receive_data(conn, data, time.time())
+                        self.http.receive_data(conn, data, time.monotonic())
                         self.flush()
                     if not data:
                         break
@@ -743,7 +743,7 @@ class _HttpRunner(_Runner):
                 await anyio.sleep_forever()
             finally:
                 self.outboxes.pop(conn, None)
-                self.http.connection_lost(conn, time.time())
+                self.http.connection_lost(conn, time.monotonic())
                 self.flush()
 
     async def _write(
@@ -822,25 +822,25 @@ class _HttpProtocol(asyncio.Protocol):
         self.conn = next(runner.ids)
         # A stream transport (uvloop's are not asyncio.Transport subclasses, but have its methods).
         runner.outboxes[self.conn] = _TransportBox(transport)  # type: ignore[arg-type]
-        runner.http.connection_made(self.conn, time.time())
+        runner.http.connection_made(self.conn, time.monotonic())
         runner.flush()
 
     def data_received(self, data: bytes) -> None:
         runner = self.runner
         with _batch.reading():  # the answers and upstream calls it makes: written once, at the end
-            runner.http.receive_data(self.conn, data, time.time())
+            runner.http.receive_data(self.conn, data, time.monotonic())
             runner.flush()
 
     def eof_received(self) -> bool:
         runner = self.runner
-        runner.http.receive_data(self.conn, b"", time.time())
+        runner.http.receive_data(self.conn, b"", time.monotonic())
         runner.flush()
         return True  # keep writing until the core closes
 
     def connection_lost(self, exc: Exception | None) -> None:
         runner = self.runner
         if runner.outboxes.pop(self.conn, None) is not None:
-            runner.http.connection_lost(self.conn, time.time())
+            runner.http.connection_lost(self.conn, time.monotonic())
             runner.flush()
         if runner.closed is not None:
             runner.closed.set()

@@ -144,11 +144,11 @@ class _BlockingRunner:
         with self.lock:
             while not stop.is_set():
                 deadline = self.machine.get_timer()
-                timeout = None if deadline is None else max(0.0, deadline - time.time())
+                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
                 self.wake.wait(timeout if timeout is not None else 1.0)
                 deadline = self.machine.get_timer()
-                if deadline is not None and time.time() >= deadline:
-                    self.machine.handle_timer(time.time())
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.machine.handle_timer(time.monotonic())
                     self.flush()
 
     # -- questions -------------------------------------------------------------
@@ -296,7 +296,7 @@ class _StdioBlocking(_BlockingRunner):
         self.closed = threading.Event()
 
     def clock_in(self) -> None:
-        self.conn.session.advance(time.time())
+        self.conn.session.advance(time.monotonic())
 
     def perform(self, action: object, out: list[Any]) -> None:
         if isinstance(action, Send):
@@ -316,7 +316,7 @@ class _StdioBlocking(_BlockingRunner):
         eof = False
         while not self.closed.is_set():
             deadline = self.conn.get_timer()
-            timeout = None if deadline is None else max(0.0, deadline - time.time())
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             if eof:
                 self.closed.wait(timeout if timeout is not None else 0.05)
             else:
@@ -325,12 +325,12 @@ class _StdioBlocking(_BlockingRunner):
                     data = os.read(in_fd, CHUNK)
                     eof = not data
                     with self.lock:
-                        self.conn.receive_data(data, now=time.time())
+                        self.conn.receive_data(data, now=time.monotonic())
                         self.flush()
             with self.lock:
                 deadline = self.conn.get_timer()
-                if deadline is not None and time.time() >= deadline:
-                    self.conn.handle_timer(time.time())
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.conn.handle_timer(time.monotonic())
                     self.flush()
 
 
@@ -367,7 +367,7 @@ class _HttpBlocking(_BlockingRunner):
         self.ids = itertools.count(1)
 
     def clock_in(self) -> None:
-        self.http.advance(time.time())
+        self.http.advance(time.monotonic())
 
     def perform(self, action: object, out: list[Any]) -> None:
         if isinstance(action, SendBytes | CloseConnection):
@@ -396,7 +396,7 @@ class _HttpBlocking(_BlockingRunner):
         writer = threading.Thread(target=self._write, args=(sock, box), name="mcpx-http-write", daemon=True)
         with self.lock:
             self.writers[conn] = box
-            self.http.connection_made(conn, time.time())
+            self.http.connection_made(conn, time.monotonic())
             self.flush()
         writer.start()
         try:
@@ -406,7 +406,7 @@ class _HttpBlocking(_BlockingRunner):
                 except OSError:
                     data = b""
                 with self.lock:
-                    self.http.receive_data(conn, data, time.time())
+                    self.http.receive_data(conn, data, time.monotonic())
                     self.flush()
                 if not data:
                     break
@@ -414,7 +414,7 @@ class _HttpBlocking(_BlockingRunner):
         finally:
             with self.lock:
                 self.writers.pop(conn, None)
-                self.http.connection_lost(conn, time.time())
+                self.http.connection_lost(conn, time.monotonic())
                 self.flush()
             box.put(None)
             sock.close()

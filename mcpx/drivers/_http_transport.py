@@ -69,11 +69,11 @@ class SocketTransport:
     """The sockets of one binding; ``act`` is the subclass's answer to every other action."""
 
     def __init__(
-        self, binding: Binding, tg: anyio.abc.TaskGroup, *, clock: Callable[[], float] = time.time
+        self, binding: Binding, tg: anyio.abc.TaskGroup, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.binding = binding
         self.tg = tg
-        self.clock = clock  # the binding's idea of now (wall clock or monotonic)
+        self.clock = clock  # the binding's now: monotonic, as for every machine
         self.streams: dict[int, anyio.abc.ByteStream] = {}
         self.dropped: set[int] = set()  # closed by the binding while still connecting
         self.lock = anyio.Lock()
@@ -189,7 +189,7 @@ class HttpTransport(SocketTransport):
 
     async def send(self, payload: bytes, handle: int | None) -> None:
         """One message to the server (the caller holds ``lock``)."""
-        self.http.send(payload, handle=handle, now=time.time())
+        self.http.send(payload, handle=handle, now=self.clock())
         await self.pump()
 
     async def aclose(self, timeout: float) -> None:

@@ -120,13 +120,13 @@ async def probe_stdio_handing_over(
                 return
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 async for chunk in process.stderr:
-                    now = time.time()
+                    now = time.monotonic()
                     stderr.feed(chunk, now)
                     if stderr_log is not None:
                         stderr_log.feed(chunk, now)
-            stderr.close(time.time())
+            stderr.close(time.monotonic())
             if stderr_log is not None:
-                stderr_log.close(time.time())
+                stderr_log.close(time.monotonic())
 
         reader = LineReader(DEFAULT_MAX_LINE)
         async with anyio.create_task_group() as tg:
@@ -146,16 +146,18 @@ async def probe_stdio_handing_over(
                     chunk: bytes | None = b""
                     # Read here, not in a task: a receive cut short by the deadline takes no
                     # bytes from the pipe (anyio), so what follows the probe stays for the client.
-                    with anyio.move_on_after(max(0.0, (deadline or time.time() + 60) - time.time())):
+                    with anyio.move_on_after(
+                        max(0.0, (deadline or time.monotonic() + 60) - time.monotonic())
+                    ):
                         try:
                             chunk = await stdout.receive()
                         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                             chunk = None
-                    now = time.time()
+                    now = time.monotonic()
                     if chunk is None:
                         with anyio.move_on_after(1.0):  # its stdout ended: it is exiting, usually
                             exit_code = await process.wait()
-                        probe.receive(TransportClosed(reason="the server's stdout ended"), time.time())
+                        probe.receive(TransportClosed(reason="the server's stdout ended"), time.monotonic())
                     elif chunk:
                         for event in reader.feed(chunk):
                             if probe.outcome is not None:  # settled mid-chunk: the rest is the client's
@@ -169,7 +171,7 @@ async def probe_stdio_handing_over(
                 tg.cancel_scope.cancel()
         return False  # not reached: the loop returns
 
-    probe.start(time.time())
+    probe.start(time.monotonic())
     handover: StdioHandover | None = None
     while outcome is None:
         process = await open_server_process(argv, env=full_env, cwd=cwd)
@@ -200,7 +202,7 @@ async def probe_stdio_handing_over(
         if said:
             outcome = dataclasses.replace(outcome, reason=" ".join([outcome.reason, *said]))
     if cache_path is not None:  # into the file as it is now: what other probes saved meanwhile stays
-        record_outcome(cache_path, key, outcome, time.time())
+        record_outcome(cache_path, key, outcome, time.time())  # the cache file outlives us: wall clock
     return outcome, handover
 
 
