@@ -3,14 +3,15 @@
 A frame is validated against the official ``schema.json`` of the revision the
 peer speaks, in strict mode: wherever the schema leaves an object open by
 omission (no ``additionalProperties``), the sweep closes it, so a property the
-revision never defined is a failure (seed §2.3).  Objects the schema opens on
-purpose (``additionalProperties: {}``, ``_meta``, ``experimental``) stay open,
-and JSON Schema documents carried as data (``inputSchema``, ``outputSchema``,
-``requestedSchema``) are not MCP objects and are not tightened; nor is
-``_meta``, whose keys every revision leaves to the sender.  The members of
-an ``allOf`` are left as written, since closing one member would reject the
-other member's properties.  Validation never fills in defaults
-(``use_default=False``), so it cannot change what it checks.
+revision never defined is a failure (spec/server-obligations.md, "Every
+revision").  Objects the schema opens on purpose (``additionalProperties: {}``,
+``_meta``, ``experimental``) stay open, and JSON Schema documents carried as
+data (``inputSchema``, ``outputSchema``, ``requestedSchema``) are not MCP
+objects and are not tightened; nor is ``_meta``, whose keys every revision
+leaves to the sender.  The members of an ``allOf`` are left as written, since
+closing one member would reject the other member's properties.  Validation
+never fills in defaults (``use_default=False``), so it cannot change what it
+checks.
 
 Which definition a frame is checked against is decided here, from the method
 of the request it answers, independently of mcpx's own revision table.
@@ -293,8 +294,9 @@ class SchemaSweep:
 
         ``method`` is the method of the server request a response answers.  A
         request for a method the revision does not define is mcpx's generic
-        request (seed §4.4) carrying an extension method: it is counted as an
-        exemption, not checked, since no schema describes it.
+        request (``Client.request``, spec/client.md §2) carrying an extension
+        method: it is counted as an exemption, not checked, since no schema
+        describes it.
         """
         defs = self.definitions(revision)
         key = f"client {revision}"

@@ -1,9 +1,10 @@
 """mcpx.core: the MCP protocol as pure state machines.
 
 Nothing in this package performs I/O, reads a clock or draws randomness:
-bytes and events go in, actions come out, time comes in as ``now``
-(STYLE.md §1).  ``tests/unit/test_core_purity.py`` fails if a module here
-imports asyncio, trio, anyio, socket, subprocess, threading, time or logging.
+bytes and events go in, actions come out, time comes in as ``now`` and a
+machine says when it next wants to be woken.  ``tests/unit/test_core_purity.py``
+fails if a module here imports asyncio, trio, anyio, socket, subprocess,
+threading, time or logging.
 
 The public surface is this module's ``__all__``; the underscore modules are
 private and may change.

@@ -1,7 +1,8 @@
 """What the server session asks its driver to do.
 
 The session never performs I/O; it queues actions and the driver drains them
-with ``next_actions()`` after every input, in order (STYLE.md §2, §10):
+with ``next_actions()`` after every input, in order; bytes leave the session
+only inside these actions:
 
 ``Send``
     Write ``payload`` (one serialised JSON-RPC message or batch, no framing)

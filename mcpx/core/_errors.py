@@ -5,7 +5,8 @@ machine's state is unchanged and the exception is for the programmer.  A
 ``RemoteProtocolError`` means the peer sent something the protocol does not
 allow; it carries the JSON-RPC code (and the HTTP status a Streamable HTTP
 binding should answer with) so that the mistake becomes an error reply on that
-connection and nothing else (STYLE.md §5, after h11's ``error_status_hint``).
+connection and nothing else, never an exception that escapes the driver
+(after h11's ``error_status_hint``).
 
 Error codes are those of each revision's schema (spec/revisions.md, "Error
 codes"): the JSON-RPC 2.0 codes shared by every revision, ``-32002``

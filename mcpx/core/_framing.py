@@ -66,9 +66,9 @@ class LineReader:
     def take_buffered(self) -> bytes:
         """The bytes held waiting for a newline, handed to whoever reads the stream next; held no more.
 
-        For a reader that hands its stream over (the era probe to the client
-        session, STYLE.md §7).  Inside an overlong line nothing is held: its
-        rest is the next reader's to discard.
+        For a reader that hands its stream over, leftover bytes and all (the
+        era probe to the client session).  Inside an overlong line nothing is
+        held: its rest is the next reader's to discard.
         """
         held = bytes(self._buf)
         self._buf.clear()

@@ -1,15 +1,16 @@
 """Streamable HTTP, both eras, and the 2024-11-05 HTTP+SSE transport, as one pure machine.
 
 ``HttpServer`` wraps one ``h11.Connection`` per TCP (or unix socket)
-connection and feeds the same ``ServerSession`` machinery as stdio (STYLE.md
-§7).  The driver only moves bytes: it reports each connection
-(``connection_made``), the bytes it reads (``receive_data``, ``b""`` at end)
-and the time; it drains ``next_actions()`` and writes ``SendBytes``, closes on
-``CloseConnection``, and runs the application for ``HandleRequest`` exactly as
-it does for stdio.  Session ids are drawn from ``new_session_id``, which the
-caller supplies (randomness stays outside the core).  A whole, plain POST read
-in one chunk, and its plain JSON answer, skip h11 (``_plain_request``: h11's
-grammar, and the bytes h11 would write); anything else is h11's.
+connection and feeds the same ``ServerSession`` machinery as stdio: a bigger
+machine wrapping smaller ones.  The driver only moves bytes: it reports each
+connection (``connection_made``), the bytes it reads (``receive_data``, ``b""``
+at end) and the time; it drains ``next_actions()`` and writes ``SendBytes``,
+closes on ``CloseConnection``, and runs the application for ``HandleRequest``
+exactly as it does for stdio.  Session ids are drawn from ``new_session_id``,
+which the caller supplies (randomness stays outside the core).  A whole, plain
+POST read in one chunk, and its plain JSON answer, skip h11
+(``_plain_request``: h11's grammar, and the bytes h11 would write); anything
+else is h11's.
 
 Rules (basic/transports of 2024-11-05 to 2025-11-25; 2026-07-28
 basic/transports/streamable-http; spec/server-obligations.md, "Streamable HTTP

@@ -2,10 +2,10 @@
 
 Four message kinds — ``Request``, ``Notification``, ``Response``,
 ``ErrorResponse`` — as frozen, slotted, keyword-only dataclasses validated
-when built (STYLE.md §4).  ``decode`` turns bytes into JSON (``-32700`` on
-failure); ``parse_message`` turns JSON into one message or raises
-``InvalidMessage`` carrying the code and, when it could be read, the request
-id to answer with.  ``encode`` serialises a message.
+when built, never filled in later.  ``decode`` turns bytes into JSON
+(``-32700`` on failure); ``parse_message`` turns JSON into one message or
+raises ``InvalidMessage`` carrying the code and, when it could be read, the
+request id to answer with.  ``encode`` serialises a message.
 
 Reading rules (JSON-RPC 2.0; basic/index from 2025-03-26 on, 2024-11-05
 basic/messages; spec/messages.md §1):

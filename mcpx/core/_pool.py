@@ -80,13 +80,13 @@ Three records: ``_Server`` (scope, backoff streak, spawn times, last error),
 ``_Slot`` (one (server, scope key): its live instance, if any, and the calls
 waiting for it) and ``_Call`` / ``_Instance``.  Instance and call states
 change only through ``_INSTANCE_TRANSITIONS`` and ``_CALL_TRANSITIONS``
-(tables from (state, input) to (effect, next state), STYLE.md §3); a pair
-missing from a table is a ``LocalProtocolError`` with nothing changed.
-Stopped instances and ended calls are forgotten: the driver's late news about
-them (a crash reported after the pool stopped the instance, a ``release``
-after a timeout) is ignored, while an instance id the pool never allocated is
-a ``LocalProtocolError``.  Every ``Spawn`` is followed by exactly one
-``Stop`` for the same instance, whatever ended it (a ``Stop`` for a process
+(tables from (state, input) to (effect, next state): the transitions are data,
+not code); a pair missing from a table is a ``LocalProtocolError`` with nothing
+changed.  Stopped instances and ended calls are forgotten: the driver's late
+news about them (a crash reported after the pool stopped the instance, a
+``release`` after a timeout) is ignored, while an instance id the pool never
+allocated is a ``LocalProtocolError``.  Every ``Spawn`` is followed by exactly
+one ``Stop`` for the same instance, whatever ended it (a ``Stop`` for a process
 that already exited only frees what the driver holds for it).
 
 Time comes in as ``now`` (monotonic seconds; an earlier ``now`` than one

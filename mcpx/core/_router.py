@@ -97,11 +97,11 @@ by session handle, and its legacy questions by the upstream's request id),
 clock and the questions it has out) and ``_Ask`` (one question put to a
 host: a legacy server request, or a whole 2026-07-28 round).  A call changes
 state only through ``_CALL_TRANSITIONS``, a table from (state, input) to
-(next state, what happens to its clock) (STYLE.md §3); ``TIME_OUT`` while
-``ASKING`` is missing from it, so the rule that a timeout never fires while a
-question is out is the table's, not a check scattered through the code.
-Ended calls and settled questions are forgotten at once: every map shrinks
-when its call ends, and the capability cache is bounded.
+(next state, what happens to its clock); ``TIME_OUT`` while ``ASKING`` is
+missing from it, so the rule that a timeout never fires while a question is out
+is the table's, not a check scattered through the code.  Ended calls and
+settled questions are forgotten at once: every map shrinks when its call ends,
+and the capability cache is bounded.
 
 Every input ends by draining the sessions it touched: each session action is
 translated (``Send`` → ``SendUpstream``, ``Completed``/``Failed`` →

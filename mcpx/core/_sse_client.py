@@ -9,13 +9,12 @@ Streamable HTTP but keep it for backwards compatibility (2025-03-26 and on,
 Transports → "Backwards Compatibility"), so a 2024-11-05 server found by the
 era probe (``era="legacy-sse"``, spec/era-probe.md) is spoken to here.
 
-``SseClientConnection`` is the sans-IO half (STYLE.md §1, §7): it wraps one
-``h11.Connection`` for the GET stream and one, kept alive, for the POSTs,
-carries a ``ClientSession``'s ``Send`` payloads out and decoded JSON values
-in.  No socket, no clock, no randomness: connection ids come from
-``conn_ids``, time comes in as ``now``.  The vocabulary is the one of
-``HttpClientConnection`` (``_http_client``), so a driver that can run one can
-run the other.
+``SseClientConnection`` is the sans-IO half, a machine wrapping h11's: it wraps
+one ``h11.Connection`` for the GET stream and one, kept alive, for the POSTs,
+carries a ``ClientSession``'s ``Send`` payloads out and decoded JSON values in.
+No socket, no clock, no randomness: connection ids come from ``conn_ids``, time
+comes in as ``now``.  The vocabulary is the one of ``HttpClientConnection``
+(``_http_client``), so a driver that can run one can run the other.
 
 Rules
 -----

@@ -1,12 +1,11 @@
 """The stdio server connection: newline framing wrapped around a server session.
 
-A bigger machine wrapping smaller ones (STYLE.md §7): bytes go into
-``LineReader``, each line is decoded with orjson and handed to the
-``ServerSession``; a line that is not JSON, or that exceeds the line limit, is
-answered with ``-32700`` and ``"id": null`` and the connection goes on
-(spec/server-obligations.md, "Every revision").  End of input
-(``receive_data(b"", now=...)``) starts the session's drain.  Every payload
-the session queues already ends in ``\\n``.
+A bigger machine wrapping smaller ones: bytes go into ``LineReader``, each
+line is decoded with orjson and handed to the ``ServerSession``; a line that is
+not JSON, or that exceeds the line limit, is answered with ``-32700`` and
+``"id": null`` and the connection goes on (spec/server-obligations.md, "Every
+revision").  End of input (``receive_data(b"", now=...)``) starts the session's
+drain.  Every payload the session queues already ends in ``\\n``.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ class UpstreamAuth:
     secret_from: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
-        # Built by parse_auth, but validated here too (STYLE.md §4): a value that exists is usable.
+        # Built by parse_auth, but validated here too, when built: a value that exists is usable.
         if self.type not in AUTH_TYPES:
             raise AuthConfigError(f"auth type {self.type!r} is not one of {_types()}")
         for name, _ in self.headers:

@@ -1,6 +1,7 @@
 """Render ``spec/revisions.md``: the revision table of ``mcpx.core._revisions`` as prose and matrices.
 
-``spec/revisions.md`` is generated, never edited by hand (STYLE.md §17).  After
+``spec/revisions.md`` is generated, never edited by hand, and a test fails if
+it drifts from the table (``tests/unit/test_revisions_doc.py``).  After
 changing ``mcpx/core/_revisions.py``, regenerate it with::
 
     python scripts/revisions_doc.py > spec/revisions.md

@@ -1,7 +1,8 @@
 """The event-loop driver: one loop for asyncio, asyncio+uvloop and trio, written on anyio.
 
-The loop is the STYLE.md §10 order and nothing more: read → feed the core →
-drain actions → perform them → re-arm the timer.  Performing an action is:
+The loop is the order every driver keeps and nothing more: read → feed the
+core → drain actions → perform them → re-arm the timer; any logic beyond that
+belongs in the core.  Performing an action is:
 
 * ``Send`` / ``SendBytes`` — queue the bytes for the connection's writer
   task, which writes them in the order the core produced them;

@@ -1,13 +1,13 @@
 """The blocking driver: plain threads and ``select``, no event loop on the reading side.
 
-The same loop as every driver (STYLE.md §10), with a lock instead of an event
-loop: a reading thread feeds the core under the lock, drains its actions and
-carries them out.  Sync handlers run on their own daemon threads (a handler
-that never returns cannot keep the process alive once the session closed);
-async handlers run on one private asyncio loop in a background thread, so an
-embedding program that prefers threads can still register coroutines.
-Cancellation cancels an async handler's task and sets ``ctx.cancelled`` for a
-sync one.
+The same loop as every driver (read → feed → drain → act → re-arm), with a
+lock instead of an event loop: a reading thread feeds the core under the lock,
+drains its actions and carries them out.  Sync handlers run on their own daemon
+threads (a handler that never returns cannot keep the process alive once the
+session closed); async handlers run on one private asyncio loop in a background
+thread, so an embedding program that prefers threads can still register
+coroutines.  Cancellation cancels an async handler's task and sets
+``ctx.cancelled`` for a sync one.
 
 ``_BlockingRunner`` is what stdio and HTTP share; ``serve_blocking`` reads
 stdin with ``select`` (timed out at the core's next timer) and writes stdout

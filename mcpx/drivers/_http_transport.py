@@ -4,13 +4,13 @@ A binding (``HttpClientConnection`` for Streamable HTTP, ``SseClientConnection``
 for 2024-11-05 HTTP+SSE) decides every connection and byte; ``SocketTransport``
 carries those actions out — opens TCP (or TLS) connections, writes, reads,
 closes (also a connection the binding gave up on while it was still
-connecting), and runs the binding's timer (STYLE.md §10: read → feed → drain
-→ act → re-arm).  What a binding decoded is the subclass's to act on:
-``HttpTransport`` hands it to a ``Receiver`` (each JSON-RPC message, the end of
-the connection, a session the server forgot); ``mcpx.client`` puts one under a
-``ClientSession``, and ``mcpx serve`` relays a host's stdio conversation
-through one to the daemon's /mcp.  One lock orders everything that touches the
-binding and whatever feeds it.
+connecting), and runs the binding's timer (read → feed → drain → act →
+re-arm, like every driver).  What a binding decoded is the subclass's to act
+on: ``HttpTransport`` hands it to a ``Receiver`` (each JSON-RPC message, the
+end of the connection, a session the server forgot); ``mcpx.client`` puts one
+under a ``ClientSession``, and ``mcpx serve`` relays a host's stdio
+conversation through one to the daemon's /mcp.  One lock orders everything that
+touches the binding and whatever feeds it.
 """
 
 from __future__ import annotations

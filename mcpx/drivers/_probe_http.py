@@ -6,7 +6,7 @@ HTTP/1.1 exchange on a connection of its own (h11 frames it; anyio moves the
 bytes), whose head and body are reported back as ``HttpAnswered`` and
 ``HttpBody`` under the action's token, or ``TransportClosed`` when the
 connection fails first.  ``CloseResponse`` cancels that exchange (closing its
-socket).  The loop is the usual one (STYLE.md §10): drain actions → perform
+socket).  The loop is the one every driver runs: drain actions → perform
 them → wait for an event or the machine's deadline → feed it.
 
 This includes the fallback the machine asks for when Streamable HTTP is not

@@ -41,7 +41,7 @@ __all__ = ["StdioHandover", "describe", "probe_stdio", "probe_stdio_handing_over
 
 @dataclass(slots=True, kw_only=True)
 class StdioHandover:
-    """A probed server's process, its era settled, for a client session to go on with (STYLE.md §7).
+    """A probed server's process, its era settled, handed over to a client session to go on with.
 
     ``outcome`` is the probe's (``ProbeDone``: legacy, ``initialize`` answered
     and ``notifications/initialized`` sent; or modern, ``server/discover``

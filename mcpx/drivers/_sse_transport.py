@@ -5,8 +5,8 @@ decides everything (which connection, which bytes, what the server's events
 mean); ``SseTransport`` carries it out for ``mcpx.client.connect_sse``: it
 opens the TCP (or TLS) connections the machine asks for, writes its bytes,
 feeds what it reads back with the time, re-arms its timer, and hands the
-JSON values to the ``ClientSession`` (STYLE.md §10: read → feed → drain →
-act → re-arm).
+JSON values to the ``ClientSession``: read → feed → drain → act → re-arm, the
+order every driver keeps.
 
 One lock orders everything that touches the machine and the session: the
 caller's ``Client`` uses the same lock, so a ``Send`` it performs and a

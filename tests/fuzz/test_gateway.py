@@ -3,13 +3,14 @@
 * ``mcpx://`` is a bijection: any namespace and any URI — arbitrary text,
   lone surrogates included — come back from ``parse_mcpx_uri`` exactly, the
   URI is printable ASCII with no whitespace and a valid RFC 3986 URI, and
-  re-encoding what was parsed gives the same text (seed §6).
+  re-encoding what was parsed gives the same text (spec/gateway.md §1,
+  "Resources and templates").
 * A host's RFC 6570 expansion of a gateway template parses back to the
   literal text and the values; ``template_matches`` agrees with a regular
   expression oracle on every template and string.
 * ``rewrite_result_uris`` never loses, adds, reorders or edits a content
   block beyond its URI, never touches the input, and every URI it writes
-  parses back to the original (seed §2.3).
+  parses back to the original (spec/gateway.md §1, "URIs inside results").
 * Cursors: any edit of a valid cursor's text, any other value, and a cursor
   under another key are ``-32602``, never a page; pages cover every item
   exactly once whatever the page size.

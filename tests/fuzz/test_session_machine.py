@@ -112,7 +112,7 @@ CAPABILITIES = {
 }
 REMOVED_IN_MODERN = {"initialize", "ping", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"}
 EXT_METHODS = {"tasks/get", "tasks/update", "tasks/cancel", "notifications/tasks"}
-# MCP-specific codes: (first revision, removing revision), digest §15.
+# MCP-specific codes: (first revision, removing revision), spec/revisions.md "Error codes".
 MCP_CODE_SPANS = {
     -32002: (R24, R26),
     -32042: (Revision.V2025_11_25, R26),

@@ -1,7 +1,8 @@
 """A stdio MCP server whose start can be made slow, chatty or fatal, and which counts its starts.
 
-Forces the faults a real server shows at start (issue 15, findings 1 and 2),
-before it reads a byte of its stdin:
+Forces the faults a real server shows at start (spec/gateway.md §7, "A server
+that fails to start is quoted", and §1, "A server still starting"), before it
+reads a byte of its stdin:
 
 * ``--starts FILE``: append this process's pid to ``FILE`` (one line a start);
 * ``--stderr-bytes N``: write ``N`` bytes of log lines on stderr, blocking if

@@ -1,4 +1,4 @@
-"""``GET /v1/events``: what the daemon's upstreams say, for anyone watching (seed §4.4).
+"""``GET /v1/events``: what the daemon's upstreams say, for anyone watching (spec/gateway.md §8).
 
 A watcher opens the stream on a real daemon (the built-in default: mcpx's
 demo server as ``demo``), then a call through ``/v1/call`` runs the demo's

@@ -1,4 +1,4 @@
-"""A collision costs one name (issue 15, finding 4): a pass-through daemon over eight real upstreams.
+"""A collision costs one name: a pass-through daemon over eight real upstreams.
 
 A daemon runs in a thread on loopback and passes through eight processes of
 tests/interop/_named_server.py, as a user's ``mcpServers`` file with eight

@@ -1,4 +1,4 @@
-"""A server still starting is left out of a listing, and hosts are told when it comes (issue 15, finding 3).
+"""A server still starting is left out of a listing, and hosts are told when it comes.
 
 A daemon runs in a thread on loopback and passes two stdio servers through:
 ``fast`` (tests/interop/_named_server.py, offering ``fast-hello``) and

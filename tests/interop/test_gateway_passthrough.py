@@ -1,4 +1,4 @@
-"""Pass-through end to end (seed §2.5): a real daemon, a real upstream, hosts of both eras.
+"""Pass-through end to end (spec/gateway.md §2): a real daemon, a real upstream, hosts of both eras.
 
 The daemon runs in a thread on loopback with ``mcpx demo --profile
 conformance`` (the official suite's fixture tools) as its one upstream,
@@ -333,7 +333,7 @@ def test_the_upstream_asks_only_what_the_calling_host_declared(daemon: Daemon) -
     )
     assert status == 200
     # No elicitation: the host did not declare it.  No roots question either: the host
-    # declared none, so mcpx answered the upstream with its own (seed §2.5, "Roots").
+    # declared none, so mcpx answered the upstream with its own (spec/gateway.md §4).
     assert list(first["result"]["inputRequests"]) == ["greeting"]
     assert answer_the_greeting(daemon, first["result"]["requestState"]) == "Got client_roots, greeting"
 
@@ -380,7 +380,7 @@ def listens_for_tool_changes(note: ServerNotification) -> bool:
 def test_an_upstream_list_change_reaches_the_host_and_the_new_tool_is_listed(
     shared: Daemon, host: str
 ) -> None:
-    """A 2026-07-28 host hears it on its listen stream, a legacy one unsolicited (seed §2.5, §4.3)."""
+    """A 2026-07-28 host hears it on its listen stream, a legacy one unsolicited (spec/gateway.md §5)."""
 
     async def main() -> None:
         era: dict[str, Any] = {"modern": True} if host == MODERN else {"offer": Revision(host)}

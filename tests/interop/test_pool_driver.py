@@ -212,7 +212,7 @@ def test_a_spare_process_serves_the_next_connection_without_a_start(tmp_path: Pa
 
 
 def test_the_call_timeout_pauses_while_the_upstream_waits_for_an_answer(tmp_path: Path) -> None:
-    """Seed §3.5: a person taking longer than pool.callTimeout to answer does not cut the call."""
+    """spec/gateway.md §4: a person taking longer than pool.callTimeout to answer does not cut the call."""
     answered: list[str] = []
 
     async def slow(method: str, params: object) -> dict[str, object]:

@@ -1,13 +1,13 @@
 """An upstream's start and stderr, as a user meets it: drained, quoted when it cannot start, and readable with ``mcpx logs``.
 
-Issue 15, finding 2, against a real daemon (``DaemonProcess``) and the
-fixture server ``tests/interop/_startup_server.py``: a server that writes
-far more than a pipe holds before it answers still starts; one that prints
-``FATAL: API_KEY is not set`` and exits 3 is reported with that line and
-that exit code; and a running server's stderr lines are what ``mcpx logs
-SERVER`` and ``GET /v1/servers/{name}/log`` show.  And (finding 1) a
-stdio server's first start spawns it once: the era probe hands its process
-over to the pool.
+spec/gateway.md §7 ("A server that fails to start is quoted"), against a
+real daemon (``DaemonProcess``) and the fixture server
+``tests/interop/_startup_server.py``: a server that writes far more than a
+pipe holds before it answers still starts; one that prints ``FATAL: API_KEY
+is not set`` and exits 3 is reported with that line and that exit code; and
+a running server's stderr lines are what ``mcpx logs SERVER`` and ``GET
+/v1/servers/{name}/log`` show.  And a stdio server's first start spawns it
+once: the era probe hands its process over to the pool.
 """
 
 from __future__ import annotations

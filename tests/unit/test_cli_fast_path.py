@@ -131,7 +131,7 @@ def test_arguments_are_built_as_the_typer_command_builds_them() -> None:
 
 
 def test_texts_are_typed_by_the_tools_input_schema() -> None:
-    """``--arg message=42`` to a string parameter is ``"42"``; to an integer one, 42 (issue: typed by schema)."""
+    """``--arg message=42`` to a string parameter is ``"42"``; to an integer one, 42."""
     schema = {
         "type": "object",
         "properties": {

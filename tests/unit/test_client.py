@@ -149,7 +149,7 @@ def test_one_request_may_declare_its_own_capabilities_on_every_attempt() -> None
 
 
 def test_a_task_result_completes_only_a_call_that_declared_the_tasks_extension() -> None:
-    """resultType "task" is the extension's; a call that did not declare it cannot know it (digest §9)."""
+    """resultType "task" is the 2026-07-28 tasks extension's: a call not declaring it cannot know it."""
     tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
     created = {"resultType": "task", "taskId": "t1", "status": "working", "ttlMs": 1000}
     c = ClientSession(client_info=INFO, capabilities={}, modern=True)

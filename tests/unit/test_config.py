@@ -1,4 +1,4 @@
-"""The configuration file, layered settings with provenance, and the state directory (issue 6, item 1)."""
+"""The configuration file, layered settings with provenance, and the state directory (spec/configuration.md)."""
 
 from __future__ import annotations
 

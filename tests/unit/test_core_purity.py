@@ -1,4 +1,4 @@
-"""mcpx.core stays pure: no I/O, no clock, no randomness, no threads, no global logging (STYLE.md §1).
+"""mcpx.core stays pure: no I/O, no clock, no randomness, no threads, no global logging.
 
 Nor the process's own world (``os``, ``sys``): environment, arguments and standard streams
 are the driver's to read and pass in.
@@ -76,8 +76,8 @@ def test_the_purity_check_would_catch_an_offender(tmp_path: Path) -> None:
     assert _imports(offender) & FORBIDDEN_DIRECT == {"time", "asyncio", "os", "secrets"}
 
 
-# The two sides of the core (STYLE.md: machines wrapping machines, each importing only what it
-# stands on).  What both HTTP sides share is in _http_wire.py.
+# The two sides of the core (machines wrapping machines, each importing only what it stands on;
+# spec/client.md's table of layers).  What both HTTP sides share is in _http_wire.py.
 SERVER_SIDE = frozenset({"_session", "_stdio", "_http"})
 CLIENT_SIDE = frozenset({"_client", "_http_client", "_sse_client", "_probe"})
 

@@ -1,11 +1,12 @@
 """The gateway's surface (``mcpx.core._gateway``): both modes, routing, URIs, cursors, schemas.
 
-Seed §2.5 (gateway surface and pass-through, every bullet), §2.3 (results
-verbatim with URIs rewritten), §6 (percent-encoding, invalid cursors) and
-issue 6 items 4 and 5.  The tool definitions and every list and answer the
-surface builds are checked in strict mode against each revision's official
-schema, after ``downgrade`` (and ``envelope`` for 2026-07-28), as a host
-on that revision would receive them.
+The rules are spec/gateway.md §1 (the surface in gateway mode: "Resources and
+templates" for percent-encoding, "URIs inside results" for results carried
+verbatim with their URIs rewritten, "Cursors" for invalid ones) and §2
+(pass-through).  The tool definitions and every list and answer the surface
+builds are checked in strict mode against each revision's official schema,
+after ``downgrade`` (and ``envelope`` for 2026-07-28), as a host on that
+revision would receive them.
 """
 
 from __future__ import annotations

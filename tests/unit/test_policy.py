@@ -1,4 +1,8 @@
-"""spec.precedence, spec.lenient and spec.first (seed §1.1)."""
+"""spec.precedence, spec.lenient and spec.first.
+
+What they decide is in spec/revision-conflicts.md; the settings themselves in
+spec/configuration.md, "Settings".
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The pool's rules with a fake clock: time is the number passed as ``now``.
 
-What a user relies on (seed issue 6 item 3, seed §3.5): a server starts on
+What a user relies on (spec/gateway.md §7): a server starts on
 first use and stays warm; an unused one is reaped after ``pool.idleTimeout``;
 a crash fails the calls on it with an error naming the server and the next
 start waits out an exponential backoff; a server never starts more than

@@ -1,7 +1,7 @@
 """``spec/revisions.md`` is generated from the revision table and must not drift from it.
 
-The document is rendered by ``mcpx.core.revisions_doc`` (STYLE.md §17: generated
-artefacts are checked, not edited by hand).  When this test fails, regenerate:
+The document is rendered by ``mcpx.core.revisions_doc`` (generated artefacts
+are checked, not edited by hand).  When this test fails, regenerate:
 
     python scripts/revisions_doc.py > spec/revisions.md
 """

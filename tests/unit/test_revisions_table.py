@@ -153,7 +153,7 @@ def test_revisions_are_the_dated_schema_directories() -> None:
 
 @pytest.mark.parametrize("rev", REVISIONS, ids=REVISION_IDS)
 def test_schema_dialect(rev: Revision) -> None:
-    # draft-07 `definitions` up to 2025-06-18, 2020-12 `$defs` from 2025-11-25 (digest §0).
+    # draft-07 `definitions` up to 2025-06-18, 2020-12 `$defs` from 2025-11-25 (each schema.json).
     s = schema(rev)
     expected = "definitions" if rev <= Revision.V2025_06_18 else "$defs"
     assert s.container == expected, (

@@ -3,7 +3,8 @@
 What a user relies on: a task id cannot be guessed or used by someone else,
 a result cannot be edited through a copy, finished tasks leave after their
 ttl and not before, answers to a task's questions may come in parts, and
-each era gets its own shapes (digest §10).
+each era gets its own shapes (2025-11-25 basic/utilities/tasks; the 2026-07-28
+tasks extension, ``io.modelcontextprotocol/tasks``; spec/messages.md §6).
 """
 
 from __future__ import annotations

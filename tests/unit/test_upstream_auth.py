@@ -1,4 +1,7 @@
-"""Per-server upstream auth blocks (seed §6 "Authorization"): parsing, refusals, indirection, secrecy."""
+"""Per-server upstream auth blocks: parsing, refusals, indirection, secrecy.
+
+The blocks are described in spec/configuration.md, "Upstream auth".
+"""
 
 from __future__ import annotations
 
