@@ -355,7 +355,7 @@ def test_misspelt_environment_variables_are_warned_about() -> None:
 # -- the table ----------------------------------------------------------------------
 
 
-def test_env_names_are_mcpx_plus_upper_snake_except_the_two_the_seed_fixed() -> None:
+def test_env_names_are_mcpx_plus_upper_snake_except_three_short_ones() -> None:
     assert env_name("pool.callTimeout") == "MCPX_POOL_CALL_TIMEOUT"
     assert env_name("proto.stateTTL") == "MCPX_PROTO_STATE_TTL"
     exceptions = {s.key: s.env for s in SETTINGS if s.env != env_name(s.key)}
@@ -367,7 +367,7 @@ def test_env_names_are_mcpx_plus_upper_snake_except_the_two_the_seed_fixed() -> 
     assert len({s.env for s in SETTINGS}) == len(SETTINGS)
 
 
-def test_the_table_holds_the_settings_the_issue_names() -> None:
+def test_the_table_holds_the_settings_mcpx_documents() -> None:
     keys = {s.key for s in SETTINGS}
     assert {
         "spec.precedence", "spec.first", "spec.lenient", "pool.idleTimeout", "pool.callTimeout",

@@ -102,7 +102,7 @@ DOCS_ONLY_META_KEYS: dict[str, str] = {
 
 DOCS_ONLY_ERROR_CODES: dict[int, str] = {
     -32002: (
-        "resource not found, 2024-11-05 … 2025-11-25: spec prose (digest §15) and a comment in the "
+        "resource not found, 2024-11-05 … 2025-11-25: the server/resources page's error handling and a comment in the "
         "2026-07-28 schema.ts; no schema.json declares it as an error code const"
     ),
 }
