@@ -20,6 +20,7 @@ from ._actions import (
     PeerReplied,
     RequestContext,
     Send,
+    Subscribed,
     SuspendStream,
     Trace,
 )
@@ -69,7 +70,7 @@ from ._gateway import (
     rewrite_result_uris,
     template_matches,
 )
-from ._http import AppRequest, HttpConfig, HttpServer, http_status_for
+from ._http import AppRequest, HttpConfig, HttpServer, SessionEnded, http_status_for
 from ._http_client import (
     Closed,
     HttpClientAction,
@@ -265,6 +266,7 @@ __all__ = [
     "ServerSession",
     "ServerState",
     "ServerStatus",
+    "SessionEnded",
     "SessionExpired",
     "Spawn",
     "SpecPolicy",
@@ -276,6 +278,7 @@ __all__ = [
     "StdioServerConnection",
     "Stop",
     "StreamEnded",
+    "Subscribed",
     "SuspendStream",
     "Task",
     "TaskStore",

@@ -32,6 +32,11 @@ only inside these actions:
     The questions a call asked (``ask``) are answered — by the client, by
     answers it sent ahead, or by their deadline — or were refused because the
     client may not be asked them.  Resume the call's handler with it.
+``Subscribed``
+    A client subscribed to resource ``uri`` (a legacy
+    ``resources/subscribe``, or a URI a 2026-07-28 ``subscriptions/listen``
+    filter was granted): an application that does not own its resources (a
+    gateway) subscribes where they live.  The session needs no answer.
 ``Close``
     Nothing more will be sent: close the output.
 ``Trace``
@@ -59,6 +64,7 @@ __all__ = [
     "PeerReplied",
     "RequestContext",
     "Send",
+    "Subscribed",
     "SuspendStream",
     "Trace",
 ]
@@ -140,6 +146,11 @@ class Answered:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Subscribed:
+    uri: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Close:
     reason: str = "end of input"
 
@@ -151,7 +162,16 @@ class Trace:
 
 
 Action = (
-    Send | HandleRequest | CancelRequest | EndStream | SuspendStream | PeerReplied | Answered | Close | Trace
+    Send
+    | HandleRequest
+    | CancelRequest
+    | EndStream
+    | SuspendStream
+    | PeerReplied
+    | Answered
+    | Subscribed
+    | Close
+    | Trace
 )
 
 

@@ -6,7 +6,9 @@ machine wrapping smaller ones.  The driver only moves bytes: it reports each
 connection (``connection_made``), the bytes it reads (``receive_data``, ``b""``
 at end) and the time; it drains ``next_actions()`` and writes ``SendBytes``,
 closes on ``CloseConnection``, and runs the application for ``HandleRequest``
-exactly as it does for stdio.  Session ids are drawn from ``new_session_id``,
+exactly as it does for stdio; ``SessionEnded(identity)`` says a legacy
+session ended (deleted, idle, evicted, or its SSE stream lost), so the
+application can let go of what it kept for it.  Session ids are drawn from ``new_session_id``,
 which the caller supplies (randomness stays outside the core).  A whole, plain
 POST read in one chunk, and its plain JSON answer, skip h11
 (``_plain_request``: h11's grammar, and the bytes h11 would write); anything
@@ -78,6 +80,7 @@ from ._actions import (
     HandleRequest,
     PeerReplied,
     Send,
+    Subscribed,
     SuspendStream,
     Trace,
 )
@@ -110,6 +113,7 @@ __all__ = [
     "HttpConfig",
     "HttpServer",
     "SendBytes",
+    "SessionEnded",
     "http_status_for",
 ]
 
@@ -166,10 +170,13 @@ class HttpConfig:
     app_paths: tuple[str, ...] = ()
     """Paths (a path, or a prefix ending in ``/``) served by the embedding application on the
     same listener, under the same Origin and Host checks: each request becomes ``AppRequest``."""
-    on_session_end: Callable[[str], None] | None = None
-    """Told the identity (``session:<id>``) of each legacy session that ends — deleted, idle,
-    evicted or its SSE stream lost — so an application can let go of what it kept for it.
-    It must not block."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionEnded:
+    """A legacy session ended; ``identity`` is the one its requests carried (``session:<id>``)."""
+
+    identity: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -185,7 +192,16 @@ class AppRequest:
 
 
 HttpAction = (
-    SendBytes | CloseConnection | HandleRequest | CancelRequest | Answered | PeerReplied | AppRequest | Trace
+    SendBytes
+    | CloseConnection
+    | HandleRequest
+    | CancelRequest
+    | Answered
+    | PeerReplied
+    | Subscribed
+    | SessionEnded
+    | AppRequest
+    | Trace
 )
 
 _STATUS_BY_CODE: Final = {
@@ -1623,8 +1639,7 @@ class HttpServer:
 
     def _end_session(self, hs: _HttpSession, why: str) -> None:
         self._trace("session-ended", session=hs.id, why=why)
-        if self.http.on_session_end is not None:
-            self.http.on_session_end(f"session:{hs.id}")
+        self._actions.append(SessionEnded(identity=f"session:{hs.id}"))
         for stream in list(hs.streams.values()):
             if stream.out is not None:
                 self._end_response(stream.out, close=stream.kind == "legacy-sse")

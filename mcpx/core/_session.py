@@ -67,6 +67,7 @@ from ._actions import (
     EndStream,
     PeerReplied,
     Send,
+    Subscribed,
     SuspendStream,
     Trace,
     build_request,
@@ -269,10 +270,6 @@ class ServerConfig:
     # or None for a name the server does not know.  Without it no call is a task.
     task_support: Callable[[str], str | None] | None = None
     task_after: float = 0.25  # a 2026-07-28 call becomes a task after this long
-    # Told each resource URI a client subscribes to (a legacy resources/subscribe, or a
-    # 2026-07-28 listen filter's resourceSubscriptions): a gateway subscribes upstream.
-    # It must not block; the session asks nothing of its answer.
-    on_subscribe: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         if not self.revisions:
@@ -2003,8 +2000,7 @@ class ServerSession:
             return {}  # nothing can be pushed outside a session
         if rec.method == "resources/subscribe":
             self._subscriptions.add(uri)
-            if self.config.on_subscribe is not None:
-                self.config.on_subscribe(uri)
+            self._actions.append(Subscribed(uri=uri))
         else:
             self._subscriptions.discard(uri)
         return {}
@@ -2034,9 +2030,7 @@ class ServerSession:
         if isinstance(uris, list) and offered("resources", "subscribe"):
             agreed = [u for u in uris if isinstance(u, str)]
             honoured["resourceSubscriptions"] = agreed
-            if self.config.on_subscribe is not None:
-                for uri in agreed:
-                    self.config.on_subscribe(uri)
+            self._actions.extend(Subscribed(uri=uri) for uri in agreed)
         visible: list[Task] = []
         if "taskIds" in wanted:
             ids = wanted["taskIds"]

@@ -60,7 +60,9 @@ from ..core import (
     Question,
     Send,
     SendBytes,
+    SessionEnded,
     StdioServerConnection,
+    Subscribed,
     Trace,
 )
 from ..server import Call, Context, Deferred, Outcome, Pending, Server
@@ -204,6 +206,10 @@ class _Runner:
             elif isinstance(action, Trace):
                 if self.trace or action.event == "internal-error":
                     trace_to_stderr(action)
+            elif isinstance(action, Subscribed):
+                self.server.subscribed(action.uri)
+            elif isinstance(action, SessionEnded):
+                self.server.session_ended(action.identity)
             else:
                 self.perform(action)
         return requests

@@ -43,7 +43,9 @@ from ..core import (
     Question,
     Send,
     SendBytes,
+    SessionEnded,
     StdioServerConnection,
+    Subscribed,
     Trace,
 )
 from ..server import Call, Context, Deferred, Outcome, Pending, Server
@@ -133,6 +135,10 @@ class _BlockingRunner:
                 elif isinstance(action, Trace):
                     if self.trace or action.event == "internal-error":
                         trace_to_stderr(action)
+                elif isinstance(action, Subscribed):
+                    self.server.subscribed(action.uri)
+                elif isinstance(action, SessionEnded):
+                    self.server.session_ended(action.identity)
                 else:
                     self.perform(action, out)
         if out:

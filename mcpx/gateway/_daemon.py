@@ -923,7 +923,6 @@ def run_daemon(
     http = HttpConfig(
         bound_host=address,
         header_params=gateway.header_params,
-        on_session_end=upstreams.scope_ended,  # a legacy host's session: its connection-scoped instances go
         app_paths=APP_PATHS,
         max_body=settings.integer("transport.maxBody"),
         request_timeout=settings.duration("transport.requestTimeout"),

@@ -277,7 +277,6 @@ class HostListener:
                 self.config,
                 capabilities=server.capabilities(),
                 task_support=server.task_support,
-                on_subscribe=server.subscribed,
             )
             found = self._configs[id(server)] = (server, config)
         return found[1]

@@ -298,6 +298,10 @@ class GatewayServer(Server):
         if isinstance(decided, Route) and isinstance(decided.params.get("uri"), str):
             self.upstreams.subscribe(decided.server, decided.params["uri"])
 
+    def session_ended(self, identity: str) -> None:
+        """A legacy host's HTTP session ended: what the pool started for it (its scope) goes (spec/gateway.md §3)."""
+        self.upstreams.scope_ended(identity)
+
     def task_support(self, tool: str) -> str | None:
         """Whether the host's call of ``tool`` may run as one of mcpx's tasks (spec/gateway.md §6).
 

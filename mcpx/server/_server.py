@@ -970,11 +970,20 @@ class Server:
         return support if isinstance(support, str) else "forbidden"
 
     def subscribed(self, uri: str) -> None:
-        """A client subscribed to ``uri``; a server that owns its resources has nothing to do.
+        """A client subscribed to ``uri`` (the session's ``Subscribed``); a server that owns its resources has nothing to do.
 
         Updates reach subscribers through ``notify_resource_updated``.  A
-        gateway overrides this to subscribe upstream.  It runs inside the
-        session's handling of the request: it must not block.
+        gateway overrides this to subscribe upstream.  The driver calls it
+        as it carries out the session's actions: it must not block.
+        """
+
+    def session_ended(self, identity: str) -> None:
+        """A legacy HTTP session ended (the binding's ``SessionEnded``): let go of what was kept for ``identity``.
+
+        ``identity`` is the one that session's requests carried
+        (``RequestContext.identity``, ``session:<id>``).  A server that keeps
+        nothing per session has nothing to do; a gateway ends the upstream
+        instances it started for it.  It must not block.
         """
 
     def header_params(self, tool: str) -> Mapping[str, str]:
@@ -1018,7 +1027,6 @@ class Server:
             question_ttl=question_ttl,
             trace=trace,
             task_support=self.task_support,
-            on_subscribe=self.subscribed,
         )
 
     # ------------------------------------------------------------------

@@ -50,6 +50,7 @@ from mcpx.core import (
     HttpServer,
     SendBytes,
     ServerConfig,
+    SessionEnded,
     SseDecoder,
     Trace,
 )
@@ -250,6 +251,7 @@ class Wire:
         self.sent: defaultdict[int, bytearray] = defaultdict(bytearray)
         self.closed: set[int] = set()
         self.lost: set[int] = set()
+        self.ended: set[str] = set()  # the identities of the legacy sessions that ended
         self.running: dict[int, HandleRequest] = {}
         self.held: list[int] = []
 
@@ -306,6 +308,10 @@ class Wire:
                     if action.token in self.held:
                         self.held.remove(action.token)
                     self.server.discard(action.token)
+                elif isinstance(action, SessionEnded):
+                    assert action.identity.startswith("session:"), action
+                    assert action.identity not in self.ended, f"a session ended twice: {action}"
+                    self.ended.add(action.identity)
                 else:
                     assert isinstance(action, Trace), f"unexpected action {action!r}"
                     # The core's own catch-all: a bug in mcpx cost this request.

@@ -38,6 +38,7 @@ from mcpx.core import (
     LocalProtocolError,
     Send,
     StdioServerConnection,
+    Subscribed,
     Trace,
 )
 
@@ -196,6 +197,8 @@ class Peer:
             self.reply_arrays += isinstance(obj, list)
             for item in obj if isinstance(obj, list) else [obj]:
                 self.check_message(item, batch=isinstance(obj, list))
+        elif isinstance(action, Subscribed):  # a resources/subscribe (or listen filter) that was granted
+            assert type(action.uri) is str, action
         else:  # EndStream means nothing on stdio; PeerReplied needs a server request, and none was sent
             assert isinstance(action, Trace | EndStream), action
 

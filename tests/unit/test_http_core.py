@@ -18,6 +18,7 @@ from mcpx.core import (
     HttpServer,
     SendBytes,
     ServerConfig,
+    SessionEnded,
     SseDecoder,
     http_status_for,
 )
@@ -62,6 +63,7 @@ class Harness:
         self.handled: list[HandleRequest] = []
         self.cancelled: list[CancelRequest] = []
         self.app: list[AppRequest] = []
+        self.ended: list[str] = []
 
     def pump(self) -> None:
         for action in self.http.next_actions():
@@ -75,6 +77,8 @@ class Harness:
                 self.cancelled.append(action)
             elif isinstance(action, AppRequest):
                 self.app.append(action)
+            elif isinstance(action, SessionEnded):
+                self.ended.append(action.identity)
 
     def open(self) -> int:
         conn = next(self.conns)
@@ -358,15 +362,14 @@ def test_get_and_delete_outside_a_session_are_405_and_delete_ends_a_session() ->
 
 
 def test_the_application_is_told_when_a_legacy_session_ends() -> None:
-    """``on_session_end``: the identity of a session deleted (or idled out) — a gateway frees what it kept."""
-    ended: list[str] = []
-    h = Harness(on_session_end=ended.append)
+    """``SessionEnded``: the identity of a session deleted (or idled out) — a gateway frees what it kept."""
+    h = Harness()
     session = h.initialize()
-    assert ended == []
+    assert h.ended == []
     conn = h.open()
     h.send(conn, "DELETE", None, {"mcp-session-id": session})
     assert h.reply(conn).status == 200
-    assert ended == [f"session:{session}"]
+    assert h.ended == [f"session:{session}"]
 
 
 def test_keep_alive_turns_a_silent_answer_into_an_event_stream() -> None:

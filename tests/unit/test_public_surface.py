@@ -19,7 +19,7 @@ SURFACE = {
         "Trace",
         "UNSUPPORTED_PROTOCOL_VERSION", "URL_ELICITATION_REQUIRED", "decode", "downgrade", "downgrade_error",
         "encode", "envelope", "parse_message", "parse_revision", "CloseConnection", "HttpConfig", "HttpServer",
-        "SendBytes", "http_status_for", "EndStream", "SuspendStream", "Answered", "Question", "RoundTable", "SseDecoder", "SseEvent", "comment", "encode_event",
+        "SendBytes", "SessionEnded", "Subscribed", "http_status_for", "EndStream", "SuspendStream", "Answered", "Question", "RoundTable", "SseDecoder", "SseEvent", "comment", "encode_event",
         "AbandonStream", "ClientAction", "ClientSession", "Completed", "Failed", "InputRequired", "Progress", "Ready", "ServerNotification", "ServerRequest", "ServerRequestCancelled", "Closed", "HttpClientAction", "HttpClientConfig", "HttpClientConnection", "JsonReceived", "OpenConnection", "RequestRefused", "SessionExpired", "StreamEnded", "CloseResponse", "EraCache", "EraEntry", "EraProbe", "HttpAnswered", "HttpBody", "HttpRequest", "LineReceived", "MessageReceived", "OpenSse", "ProbeAction", "ProbeConfig", "ProbeDone", "ProbeEvent", "ProbeFailed", "ProbeState", "Reconnect", "SendMessage", "TransportClosed", "EndpointReady", "SseClientAction", "SseClientConfig", "SseClientConnection", "AppRequest", "Answer", "GatewayError", "GatewaySurface", "McpxUriError", "OwnResource", "Page", "Route", "UpstreamCatalog", "gateway_tools", "mcpx_uri", "mcpx_uri_template", "parse_mcpx_uri", "rewrite_result_uris", "template_matches", "CallFailed", "CallTimedOut", "Granted", "InstanceState", "Pool", "PoolAction", "PoolConfig", "Refused", "ServerState", "ServerStatus", "Spawn", "Stop",
     },
     "mcpx.server": {

@@ -19,6 +19,7 @@ from mcpx.core import (
     ServerConfig,
     ServerSession,
     SpecPolicy,
+    Subscribed,
     Trace,
 )
 
@@ -225,16 +226,19 @@ def test_resource_updates_reach_subscribers_only() -> None:
 
 
 def test_the_server_is_told_of_each_uri_a_client_subscribes_to_in_either_era() -> None:
-    """``on_subscribe``: a legacy resources/subscribe, and the URIs a listen filter agreed to."""
-    told: list[str] = []
-    legacy = Harness(on_subscribe=told.append)
+    """``Subscribed``: a legacy resources/subscribe, and the URIs a listen filter agreed to, before the answer."""
+    legacy = Harness()
     legacy.initialize("2025-06-18")
     legacy.request(1, "resources/subscribe", {"uri": "a://1"})
     legacy.request(2, "resources/unsubscribe", {"uri": "a://1"})
-    modern = Harness(on_subscribe=told.append)
+    modern = Harness()
     filt = {"resourceSubscriptions": ["a://2", "a://3"]}
     modern.request("L", "subscriptions/listen", {"_meta": MODERN_META, "notifications": filt})
+    told = [a.uri for h in (legacy, modern) for a in h.actions if isinstance(a, Subscribed)]
     assert told == ["a://1", "a://2", "a://3"]
+    # The driver hears of the subscription before it writes the answer that confirms it.
+    kinds = [type(a).__name__ for a in legacy.actions if isinstance(a, Subscribed | Send)]
+    assert kinds[-3:] == ["Subscribed", "Send", "Send"]
 
 
 def test_listen_streams_get_an_ack_then_only_what_they_asked_for() -> None:
