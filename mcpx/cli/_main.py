@@ -145,7 +145,6 @@ def demo(
         max_body=max_body,
         request_timeout=request_timeout,
         sse_keepalive=sse_keepalive,
-        header_params=server.header_params,
     )
     with contextlib.suppress(KeyboardInterrupt):
         serve_http(

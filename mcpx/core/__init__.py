@@ -143,7 +143,7 @@ from ._revisions import (
     parse_revision,
 )
 from ._rounds import Question, RoundTable
-from ._session import ConnectionState, ServerConfig, ServerSession
+from ._session import ConnectionState, ServerConfig, ServerSession, ToolHints
 from ._sse import SseDecoder, SseEvent, comment, encode_event
 from ._sse_client import (
     EndpointReady,
@@ -282,6 +282,7 @@ __all__ = [
     "SuspendStream",
     "Task",
     "TaskStore",
+    "ToolHints",
     "Trace",
     "TransportClosed",
     "UpstreamCatalog",

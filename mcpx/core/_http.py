@@ -165,8 +165,6 @@ class HttpConfig:
     finished_streams_kept: int = 16
     session_idle: float = 1800.0
     max_sessions: int = 1000
-    header_params: Callable[[str], Mapping[str, str]] | None = None
-    """For ``x-mcp-header``: a tool's name → {argument: header name}."""
     app_paths: tuple[str, ...] = ()
     """Paths (a path, or a prefix ending in ``/``) served by the embedding application on the
     same listener, under the same Origin and Host checks: each request becomes ``AppRequest``."""
@@ -1087,18 +1085,14 @@ class HttpServer:
                 raise mismatch("Mcp-Name is not a valid value (bad characters or base64)")
             if decoded != value:
                 raise mismatch(f"Mcp-Name {decoded!r} does not match params.{name_param} {value!r}")
-        if (
-            method == "tools/call"
-            and self.http.header_params is not None
-            and isinstance(params.get("name"), str)
-        ):
+        if method == "tools/call" and self.config.tools is not None and isinstance(params.get("name"), str):
             self._check_param_headers(c, params, mismatch)
 
     def _check_param_headers(
         self, c: _Conn, params: Mapping[str, Any], mismatch: Callable[[str], _HttpError]
     ) -> None:
-        assert self.http.header_params is not None
-        mapping = self.http.header_params(params["name"])
+        assert self.config.tools is not None
+        mapping = self.config.tools.header_params.get(params["name"], {})
         raw_arguments = params.get("arguments")
         arguments: dict[str, Any] = raw_arguments if isinstance(raw_arguments, dict) else {}
         for argument, header in mapping.items():

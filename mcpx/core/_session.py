@@ -242,6 +242,31 @@ _RESULT_SHAPES: Final[dict[str, str]] = {
 _LEVEL_RANK: Final = {level: i for i, level in enumerate(LOG_LEVELS)}
 
 
+@dataclass(slots=True, eq=False)
+class ToolHints:
+    """What a server knows of its tools that a call is judged by before it is routed: data, kept current by the application.
+
+    ``task_support`` maps a tool's name to its ``execution.taskSupport``
+    (``"forbidden"``, ``"optional"``, ``"required"``; 2025-11-25
+    server/tools, and the 2026-07-28 tasks extension), and ``unknown`` is
+    what a name it does not hold gets (``None``: the server does not know the
+    tool, so its call is never a task).  ``header_params`` maps a tool's name
+    to the arguments 2026-07-28 HTTP mirrors as ``Mcp-Param-*`` headers
+    (``{argument: header name}``; basic/transports/streamable-http).  The
+    application changes the mappings in place (a server as it registers a
+    tool, a gateway when a catalog changes); the session and the HTTP binding
+    only read them, when they judge a ``tools/call``.
+    """
+
+    task_support: dict[str, str] = field(default_factory=dict)
+    unknown: str | None = None
+    header_params: dict[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def support(self, tool: str) -> str | None:
+        """``tool``'s ``execution.taskSupport``, or ``unknown`` for a name not held."""
+        return self.task_support.get(tool, self.unknown)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerConfig:
     """What a server session needs to know about the server it fronts.
@@ -266,9 +291,9 @@ class ServerConfig:
     drain: float = 2.0
     question_ttl: float = 120.0
     trace: bool = False
-    # A tool's ``execution.taskSupport`` ("forbidden", "optional", "required"),
-    # or None for a name the server does not know.  Without it no call is a task.
-    task_support: Callable[[str], str | None] | None = None
+    # What the server knows of its tools before a call is routed (task support, and
+    # the arguments 2026-07-28 HTTP mirrors as headers).  Without it no call is a task.
+    tools: ToolHints | None = None
     task_after: float = 0.25  # a 2026-07-28 call becomes a task after this long
 
     def __post_init__(self) -> None:
@@ -469,7 +494,7 @@ class ServerSession:
         self._plain_routes = _LazyByRevision(lambda rev: {})
         self._modern_by_name: dict[str, Revision] = {str(r): r for r in self._modern}
         self._strict = {rev: config.policy.strict(rev) for rev in REVISIONS}
-        self._gated = tasks is not None and config.task_support is not None  # whether _task_gate can refuse
+        self._gated = tasks is not None and config.tools is not None  # whether _task_gate can refuse
 
     # ------------------------------------------------------------------
     # Introspection
@@ -1210,11 +1235,11 @@ class ServerSession:
 
     def _task_gate(self, rec: _InFlight, params: Mapping[str, Any]) -> bool:
         """Decide whether a ``tools/call`` runs as a task; ``False`` when it was refused."""
-        support_of = self.config.task_support
-        if self._tasks is None or support_of is None:
+        hints = self.config.tools
+        if self._tasks is None or hints is None:
             return True
         name = params.get("name")
-        support = support_of(name) if isinstance(name, str) else None
+        support = hints.support(name) if isinstance(name, str) else None
         if support is None:
             return True  # an unknown tool: the application says so
         if rec.modern:
@@ -2070,7 +2095,7 @@ class ServerSession:
         """``tasks/*``: the 2025-11-25 methods for legacy peers, the extension's for 2026-07-28."""
         store = self._tasks
         method = rec.method
-        if store is None or self.config.task_support is None:
+        if store is None or self.config.tools is None:
             raise RemoteProtocolError(
                 f"Method not found: {method}; this server runs no tasks (it declares none)",
                 code=METHOD_NOT_FOUND,
@@ -2334,7 +2359,7 @@ class ServerSession:
                     caps[kind].pop("listChanged", None)
             if isinstance(caps.get("resources"), dict):
                 caps["resources"].pop("subscribe", None)
-        if self._tasks is None or self.config.task_support is None:  # nowhere to keep a task
+        if self._tasks is None or self.config.tools is None:  # nowhere to keep a task
             caps.pop("tasks", None)
             extensions = caps.get("extensions")
             if isinstance(extensions, dict) and TASKS_EXTENSION in extensions:

@@ -183,7 +183,7 @@ def serve_http(
             file=sys.stderr,
             flush=True,
         )
-    http = http or HttpConfig(bound_host=host, header_params=server.header_params)
+    http = http or HttpConfig(bound_host=host)
     core = HttpServer(
         config or server.session_config(trace=trace),
         http,

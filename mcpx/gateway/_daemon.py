@@ -922,7 +922,6 @@ def run_daemon(
 
     http = HttpConfig(
         bound_host=address,
-        header_params=gateway.header_params,
         app_paths=APP_PATHS,
         max_body=settings.integer("transport.maxBody"),
         request_timeout=settings.duration("transport.requestTimeout"),

@@ -276,7 +276,7 @@ class HostListener:
             config = dataclasses.replace(
                 self.config,
                 capabilities=server.capabilities(),
-                task_support=server.task_support,
+                tools=server.tool_hints,
             )
             found = self._configs[id(server)] = (server, config)
         return found[1]

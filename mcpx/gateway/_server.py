@@ -49,7 +49,7 @@ import anyio
 import anyio.abc
 
 from ..client import McpCallError
-from ..core import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RequestContext, Revision
+from ..core import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RequestContext, Revision, ToolHints
 from ..core._gateway import (
     Answer,
     Collision,
@@ -83,6 +83,15 @@ _PASSED = frozenset(
     {"resources/subscribe", "resources/unsubscribe", "completion/complete"}
 )  # pass-through only
 _GATEWAY_TOOLS = {str(tool["name"]): tool for tool in gateway_tools()}
+
+
+def _declared_support(tool: Mapping[str, Any]) -> str:
+    execution = tool.get("execution")
+    declared = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+    return str(declared) if declared in ("optional", "required") else "forbidden"
+
+
+_OWN_SUPPORT = {name: _declared_support(tool) for name, tool in _GATEWAY_TOOLS.items()}  # mcpx_call: optional
 _NEEDS_CATALOGS = frozenset({"mcpx_servers", "mcpx_search", "mcpx_describe"})
 # MCP 2026-07-28 server/utilities/caching: a ttlMs is no schedule for polling, and whoever polls
 # anyway must add jitter and back off.  The background refresh of a positive ttlMs comes no
@@ -163,8 +172,7 @@ class GatewayServer(Server):
         self._known = {name: _Known() for name in self._servers}
         self._shared = _Shared(views={self.passthrough: self})
         self._built: tuple[int, GatewaySurface] | None = None  # the surface of that generation
-        self._header_params: dict[str, Mapping[str, str]] = {}
-        self._task_support: dict[str, str] = {}  # pass-through tools' execution.taskSupport
+        self.tool_hints = self._new_hints()  # the session's and the HTTP binding's, kept with the surface
         unknown = [name for name in self.passthrough if name not in upstreams.servers]
         if unknown:
             configured = ", ".join(upstreams.servers) or "none"
@@ -174,6 +182,7 @@ class GatewayServer(Server):
         if self.passthrough:
             upstreams.watch(self.passthrough, self._upstream_changed, self._upstream_resource_updated)
         upstreams.on_catalog_stale = self._catalog_stale
+        self._current()  # the tool hints of generation 0: the gateway's own tools
 
     @property
     def _generation(self) -> int:
@@ -182,6 +191,10 @@ class GatewayServer(Server):
     @_generation.setter
     def _generation(self, value: int) -> None:
         self._shared.generation = value
+        # Every view's surface, and with it the tool hints its hosts' calls are judged by, now: a
+        # call is judged before it is routed, and must not be judged by the previous generation.
+        for view in self._shared.views.values():
+            view._current()
 
     @property
     def _background(self) -> anyio.abc.TaskGroup | None:
@@ -217,9 +230,10 @@ class GatewayServer(Server):
             )
         view = copy.copy(self)  # shares the catalogs (_known), the pool and _shared
         view.passthrough = chosen
-        view._built, view._header_params, view._task_support = None, {}, {}
+        view._built, view.tool_hints = None, view._new_hints()
         view._listeners = []  # its own hosts' sessions
         self._shared.views[chosen] = view
+        view._current()  # its hints, before its first host's first call is judged
         watched = sorted({name for each in self._shared.views for name in each})
         self.upstreams.watch(watched, self._upstream_changed, self._upstream_resource_updated)
         return view
@@ -302,38 +316,18 @@ class GatewayServer(Server):
         """A legacy host's HTTP session ended: what the pool started for it (its scope) goes (spec/gateway.md §3)."""
         self.upstreams.scope_ended(identity)
 
-    def task_support(self, tool: str) -> str | None:
-        """Whether the host's call of ``tool`` may run as one of mcpx's tasks (spec/gateway.md §6).
+    def _new_hints(self) -> ToolHints:
+        """The tool hints of this view, before any catalog is read (spec/gateway.md §6).
 
-        A pass-through tool's ``execution.taskSupport`` from the catalogs last
-        seen; one not seen yet (the start-up listing still running, or a name
-        the upstream does not list) is ``"optional"``, since the upstream
-        decides: its call becomes a task of mcpx's if the upstream answers
-        with one.  The gateway's own tools say what they declare
-        (``mcpx_call``: optional).  The upstream call under a task asks for
-        an upstream task, and mcpx follows that to its end
-        (``Upstreams.request``).
+        The gateway's own tools say what they declare (``mcpx_call``:
+        optional).  A pass-through tool not seen yet (the start-up listing
+        still running, or a name the upstream does not list) is
+        ``"optional"``, since the upstream decides: its call becomes a task of
+        mcpx's if the upstream answers with one.  ``_current`` adds the
+        pass-through tools of the catalogs last seen, and their
+        ``x-mcp-header`` arguments.
         """
-        self._current()  # the hints are those of the surface's generation
-        if tool in self._task_support:
-            return self._task_support[tool]
-        own = _GATEWAY_TOOLS.get(tool)
-        if own is not None:
-            execution = own.get("execution")
-            declared = execution.get("taskSupport") if isinstance(execution, Mapping) else None
-            return str(declared) if declared in ("optional", "required") else "forbidden"
-        return "optional" if self.passthrough else None
-
-    def header_params(self, tool: str) -> Mapping[str, str]:
-        """A pass-through tool's ``x-mcp-header`` arguments, for the HTTP binding's ``Mcp-Param-*`` check.
-
-        From the last catalogs the gateway saw (the binding asks before the
-        request is routed, so it cannot wait for a fresh one): a tool nobody
-        has listed yet, a gateway tool, or one whose annotations are invalid
-        has none.
-        """
-        self._current()
-        return self._header_params.get(tool, {})
+        return ToolHints(task_support=dict(_OWN_SUPPORT), unknown="optional" if self.passthrough else None)
 
     def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Invocation:
         if method not in _LISTS and method not in _ROUTED and not (method in _PASSED and self.passthrough):
@@ -538,7 +532,13 @@ class GatewayServer(Server):
         surface = GatewaySurface(
             list(catalogs.values()), cursor_key=self.cursor_key, passthrough=self.passthrough
         )
-        self._header_params, self._task_support = _tool_hints(surface, catalogs)
+        headers, support = _tool_hints(surface, catalogs)
+        hints = self.tool_hints
+        hints.header_params.clear()
+        hints.header_params.update(headers)
+        hints.task_support.clear()
+        hints.task_support.update(_OWN_SUPPORT)
+        hints.task_support.update(support)  # a pass-through tool's own word, over a gateway tool's name
         self._built = (self._generation, surface)
         return surface
 

@@ -52,6 +52,7 @@ from ..core import (
     Revision,
     ServerConfig,
     SpecPolicy,
+    ToolHints,
 )
 from ..core._drafts import draft_of
 from ..core._revisions import LOG_LEVELS, REVISIONS, TASKS_EXTENSION
@@ -685,6 +686,9 @@ class Server:
         self.subscribe = subscribe
         self.validate_arguments = validate_arguments
         self._tools: dict[str, _Tool] = {}
+        # What the session and the HTTP binding judge a call by before routing it, kept as each tool
+        # is added or removed (task_support and header_params below read it).
+        self.tool_hints = ToolHints()
         self._prompts: dict[str, _Prompt] = {}
         self._resources: dict[str, _Readable] = {}
         self._templates: list[_Readable] = []
@@ -772,6 +776,8 @@ class Server:
                 structured=output_schema is not None,
                 validate=self.validate_arguments,
             )
+            self.tool_hints.task_support[tool_name] = task_support or "forbidden"
+            self.tool_hints.header_params[tool_name] = _header_params(schema)
             self._changed("tools")
             return func
 
@@ -779,6 +785,8 @@ class Server:
 
     def remove_tool(self, name: str) -> None:
         del self._tools[name]
+        self.tool_hints.task_support.pop(name, None)
+        self.tool_hints.header_params.pop(name, None)
         self._changed("tools")
 
     def prompt(
@@ -962,12 +970,7 @@ class Server:
 
     def task_support(self, tool: str) -> str | None:
         """``execution.taskSupport`` of ``tool`` (``"forbidden"`` when unset), ``None`` if unknown."""
-        entry = self._tools.get(tool)
-        if entry is None:
-            return None
-        execution = entry.definition.get("execution")
-        support = execution.get("taskSupport") if isinstance(execution, dict) else None
-        return support if isinstance(support, str) else "forbidden"
+        return self.tool_hints.support(tool)
 
     def subscribed(self, uri: str) -> None:
         """A client subscribed to ``uri`` (the session's ``Subscribed``); a server that owns its resources has nothing to do.
@@ -993,17 +996,7 @@ class Server:
         as the header ``Mcp-Param-Name`` as well; the HTTP binding checks that
         the two agree.
         """
-        entry = self._tools.get(tool)
-        if entry is None:
-            return {}
-        properties = entry.definition["inputSchema"].get("properties")
-        if not isinstance(properties, dict):
-            return {}
-        return {
-            name: prop["x-mcp-header"]
-            for name, prop in properties.items()
-            if isinstance(prop, dict) and isinstance(prop.get("x-mcp-header"), str)
-        }
+        return self.tool_hints.header_params.get(tool, {})
 
     def session_config(
         self,
@@ -1026,7 +1019,7 @@ class Server:
             drain=drain,
             question_ttl=question_ttl,
             trace=trace,
-            task_support=self.task_support,
+            tools=self.tool_hints,
         )
 
     # ------------------------------------------------------------------
@@ -1291,3 +1284,15 @@ _ROUTES: dict[str, _Route] = {
     "resources/read": Server._read_resource,
     "completion/complete": Server._complete,
 }
+
+
+def _header_params(input_schema: Mapping[str, Any]) -> dict[str, str]:
+    """``{argument: header name}`` of the properties of ``input_schema`` annotated ``x-mcp-header``."""
+    properties = input_schema.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    return {
+        name: prop["x-mcp-header"]
+        for name, prop in properties.items()
+        if isinstance(prop, dict) and isinstance(prop.get("x-mcp-header"), str)
+    }

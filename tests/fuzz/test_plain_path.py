@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpx.core import HandleRequest, LocalProtocolError, RoundTable, ServerSession, TaskStore
+from mcpx.core import HandleRequest, LocalProtocolError, RoundTable, ServerSession, TaskStore, ToolHints
 from mcpx.core._revisions import parse_revision
 
 from ._examples import tick
@@ -56,8 +56,7 @@ RESULTS: list[dict[str, Any]] = [
 ]
 
 
-def _task_support(name: str) -> str | None:
-    return {"t": "optional", "r": "required", "f": "forbidden"}.get(name)
+_TOOLS = {"t": "optional", "r": "required", "f": "forbidden"}
 
 
 def _pair(with_stores: bool) -> tuple[ServerSession, ServerSession]:
@@ -65,7 +64,7 @@ def _pair(with_stores: bool) -> tuple[ServerSession, ServerSession]:
         if not with_stores:
             return ServerSession(make_config(), newline=True)
         return ServerSession(
-            make_config(task_support=_task_support),
+            make_config(tools=ToolHints(task_support=dict(_TOOLS))),
             newline=True,
             rounds=RoundTable(key=b"k" * 32, instance="i"),
             tasks=TaskStore(key=b"k" * 32, instance="i"),

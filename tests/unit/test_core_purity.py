@@ -7,8 +7,10 @@ are the driver's to read and pass in.
 from __future__ import annotations
 
 import ast
+import collections.abc
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import mcpx.core
@@ -104,3 +106,35 @@ def test_the_client_side_of_the_core_stands_on_nothing_of_the_server_side() -> N
                 todo.append(imported)
         reached[start] = seen & SERVER_SIDE
     assert reached == {name: set() for name in CLIENT_SIDE}, reached
+
+
+def _callables_in(annotation: object) -> bool:
+    """Whether a type annotation admits a callable anywhere in it (``X | Callable[...]``, ``Mapping[str, Callable]``)."""
+    if annotation is collections.abc.Callable or typing.get_origin(annotation) is collections.abc.Callable:
+        return True
+    return any(_callables_in(arg) for arg in typing.get_args(annotation))
+
+
+def test_no_core_config_takes_a_callable() -> None:
+    """What a machine wants done is an action its driver carries out; what it needs to know is data.
+
+    A callable in a configuration would be the application's code run
+    inside ``receive_data``/``handle_timer``.
+    """
+    configs = [name for name in mcpx.core.__all__ if name.endswith("Config")]
+    assert configs, "mcpx.core exports no configuration: the check is looking in the wrong place"
+    taking_code = {
+        name: [
+            field
+            for field, hint in typing.get_type_hints(getattr(mcpx.core, name)).items()
+            if _callables_in(hint)
+        ]
+        for name in configs
+    }
+    assert {name: fields for name, fields in taking_code.items() if fields} == {}
+
+
+def test_the_callable_check_sees_a_callable_field() -> None:
+    assert _callables_in(collections.abc.Callable[[str], None] | None)
+    assert _callables_in(dict[str, collections.abc.Callable[[], int]])
+    assert not _callables_in(dict[str, typing.Mapping[str, str]] | None)

@@ -258,15 +258,20 @@ def test_the_surface_and_hints_are_built_once_per_catalog_generation() -> None:
         await _listed(gateway)
         first = await gateway.surface(full=False)
         assert gateway.task_support("alpha") == "required"
+        # Built once for each generation the catalogs went through (a server starting, read),
+        # at the moment it began: a call judged next is judged by the hints of the catalogs now.
+        assert len(built) == gateway._generation
+        settled = len(built)
         for _ in range(20):
             await _call(gateway, "alpha")
             await _listed(gateway)  # read again (ttlMs 0), found the same: the same generation
             assert gateway.header_params("alpha") == {}
-        assert await gateway.surface(full=False) is first and len(built) == 1
+        assert await gateway.surface(full=False) is first and len(built) == settled
         fake.tools["a"] = [_tool("alpha", execution={"taskSupport": "forbidden"})]
         await _listed(gateway)
-        assert await gateway.surface(full=False) is not first and len(built) == 2
+        assert await gateway.surface(full=False) is not first and len(built) == settled + 1
         assert gateway.task_support("alpha") == "forbidden"  # the hints moved with the surface
+        assert gateway.tool_hints.support("alpha") == "forbidden"  # and so did what the session reads
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(server_module, "GatewaySurface", counting)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from mcpx.core import (
     Send,
     SendBytes,
     ServerConfig,
+    ToolHints,
     Trace,
     encode_event,
 )
@@ -93,22 +94,24 @@ class Pair:
         modern: bool = False,
         offer: Revision = Revision.V2025_11_25,
         server_revisions: tuple[Revision, ...] | None = None,
-        header_params: Callable[[str], Mapping[str, str]] | None = None,
+        header_params: Mapping[str, Mapping[str, str]] | None = None,
         **client: Any,
     ) -> None:
         self.now = 1000.0
         ids = (f"session-{n}" for n in itertools.count(1))
-        config = ServerConfig(server_info={"name": "srv", "version": "1"}, capabilities=CAPS, trace=True)
+        tools = ToolHints(header_params=dict(header_params)) if header_params is not None else None
+        config = ServerConfig(
+            server_info={"name": "srv", "version": "1"}, capabilities=CAPS, trace=True, tools=tools
+        )
         if server_revisions is not None:
             config = ServerConfig(
                 server_info={"name": "srv", "version": "1"},
                 capabilities=CAPS,
                 trace=True,
                 revisions=server_revisions,
+                tools=tools,
             )
-        self.server = HttpServer(
-            config, HttpConfig(header_params=header_params, session_idle=60), new_session_id=lambda: next(ids)
-        )
+        self.server = HttpServer(config, HttpConfig(session_idle=60), new_session_id=lambda: next(ids))
         self.client = HttpClientConnection(
             HttpClientConfig(url=URL, modern=modern, user_agent="mcpx-test/1", **client)
         )
@@ -367,7 +370,7 @@ WEATHER = {"météo": {"city": "City", "days": "Days", "metric": "Metric", "note
 def test_modern_requests_carry_the_headers_with_base64_where_needed() -> None:
     p = Pair(
         modern=True,
-        header_params=lambda tool: WEATHER.get(tool, {}),
+        header_params=WEATHER,
         tool_headers=WEATHER,
         headers=(("Authorization", "Bearer t0ken"), ("Mcp-Session-Id", "x"), ("Connection", "close")),
     )
@@ -392,7 +395,7 @@ def test_modern_requests_carry_the_headers_with_base64_where_needed() -> None:
 
 
 def test_a_header_mismatch_is_the_servers_32020() -> None:
-    p = Pair(modern=True, header_params=lambda tool: WEATHER.get(tool, {}))  # the client knows no mapping
+    p = Pair(modern=True, header_params=WEATHER)  # the client knows no mapping
     handle = p.session.request("tools/call", {"name": "météo", "arguments": {"city": "Oslo"}})
     p.pump()
     failed = p.only(Failed)

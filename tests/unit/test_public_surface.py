@@ -15,7 +15,7 @@ SURFACE = {
         "MISSING_REQUIRED_CLIENT_CAPABILITY", "MODERN_REVISIONS", "Message", "NEWEST", "Notification", "OLDEST",
         "Only", "PARSE_ERROR", "PeerReplied", "ProtocolError", "RESOURCE_NOT_FOUND", "REVISIONS",
         "RemoteProtocolError", "Request", "RequestContext", "RequestId", "Response", "Revision", "Send",
-        "ServerConfig", "ServerSession", "SpecPolicy", "StdioServerConnection", "Task", "TaskStore",
+        "ServerConfig", "ServerSession", "SpecPolicy", "ToolHints", "StdioServerConnection", "Task", "TaskStore",
         "Trace",
         "UNSUPPORTED_PROTOCOL_VERSION", "URL_ELICITATION_REQUIRED", "decode", "downgrade", "downgrade_error",
         "encode", "envelope", "parse_message", "parse_revision", "CloseConnection", "HttpConfig", "HttpServer",

@@ -23,6 +23,7 @@ from mcpx.core import (
     ServerConfig,
     ServerSession,
     TaskStore,
+    ToolHints,
 )
 
 KEY = b"k" * 32
@@ -114,7 +115,7 @@ def session(**kw: Any) -> ServerSession:
     config = ServerConfig(
         server_info={"name": "t", "version": "1"},
         capabilities={"tools": {}, "tasks": {"list": {}, "cancel": {}}, "extensions": {EXT: {}}},
-        task_support=SUPPORT.get,
+        tools=ToolHints(task_support=dict(SUPPORT)),
     )
     return ServerSession(config, tasks=store(), **kw)
 
