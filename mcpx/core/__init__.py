@@ -58,12 +58,14 @@ from ._gateway import (
     Answer,
     GatewayError,
     GatewaySurface,
-    McpxUriError,
     OwnResource,
     Page,
     Route,
     UpstreamCatalog,
     gateway_tools,
+)
+from ._gateway_uris import (
+    McpxUriError,
     mcpx_uri,
     mcpx_uri_template,
     parse_mcpx_uri,

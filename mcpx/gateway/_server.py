@@ -49,7 +49,15 @@ import anyio
 import anyio.abc
 
 from ..client import McpCallError
-from ..core import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RequestContext, Revision, ToolHints
+from ..core import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND,
+    RequestContext,
+    Revision,
+    ToolHints,
+    mcpx_uri,
+)
 from ..core._gateway import (
     Answer,
     Collision,
@@ -60,7 +68,6 @@ from ..core._gateway import (
     Route,
     UpstreamCatalog,
     gateway_tools,
-    mcpx_uri,
 )
 from ..core._http_client import tool_header_params
 from ..core._revisions import TASKS_EXTENSION

@@ -31,6 +31,8 @@ from mcpx.core._gateway import (
     GatewaySurface,
     Page,
     UpstreamCatalog,
+)
+from mcpx.core._gateway_uris import (
     mcpx_uri,
     mcpx_uri_template,
     parse_mcpx_uri,
