@@ -62,8 +62,8 @@ from ._gateway import (
     Page,
     Route,
     UpstreamCatalog,
-    gateway_tools,
 )
+from ._gateway_tools import gateway_tools
 from ._gateway_uris import (
     McpxUriError,
     mcpx_uri,

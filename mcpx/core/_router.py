@@ -143,7 +143,7 @@ from ._client import (
 from ._drafts import builder
 from ._enums import Table
 from ._errors import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
-from ._gateway import narrowed_capabilities
+from ._gateway_tools import narrowed_capabilities
 from ._jsonrpc import RequestId
 from ._revisions import LOG_LEVELS
 

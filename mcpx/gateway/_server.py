@@ -67,8 +67,8 @@ from ..core._gateway import (
     Page,
     Route,
     UpstreamCatalog,
-    gateway_tools,
 )
+from ..core._gateway_tools import gateway_tools
 from ..core._http_client import tool_header_params
 from ..core._revisions import TASKS_EXTENSION
 from ..core._router import relayed, upstream_params

@@ -41,7 +41,7 @@ from ..core import (
     ServerNotification,
 )
 from ..core._framing import DEFAULT_MAX_LINE
-from ..core._gateway import narrowed_capabilities
+from ..core._gateway_tools import narrowed_capabilities
 from ..core._pool import (
     CallFailed,
     CallId,

@@ -30,7 +30,6 @@ from mcpx.core import (
     envelope,
 )
 from mcpx.core._gateway import (
-    GATEWAY_TOOL_NAMES,
     Answer,
     GatewayError,
     GatewaySurface,
@@ -38,6 +37,9 @@ from mcpx.core._gateway import (
     Page,
     Route,
     UpstreamCatalog,
+)
+from mcpx.core._gateway_tools import (
+    GATEWAY_TOOL_NAMES,
     gateway_tools,
     narrowed_capabilities,
 )
