@@ -118,15 +118,18 @@ async def probe_stdio_handing_over(
         async def keep_stderr() -> None:  # drained, or a chatty server blocks on a full pipe
             if process.stderr is None:
                 return
+            # Each line keeps the Unix time it was read (what /v1/servers/{name}/log shows), as the
+            # client's own reader records it once the probe hands the process over: display data,
+            # not a machine's clock.
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 async for chunk in process.stderr:
-                    now = time.monotonic()
-                    stderr.feed(chunk, now)
+                    read_at = time.time()
+                    stderr.feed(chunk, read_at)
                     if stderr_log is not None:
-                        stderr_log.feed(chunk, now)
-            stderr.close(time.monotonic())
+                        stderr_log.feed(chunk, read_at)
+            stderr.close(time.time())
             if stderr_log is not None:
-                stderr_log.close(time.monotonic())
+                stderr_log.close(time.time())
 
         reader = LineReader(DEFAULT_MAX_LINE)
         async with anyio.create_task_group() as tg:

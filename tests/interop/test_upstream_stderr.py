@@ -111,6 +111,34 @@ def test_mcpx_logs_shows_what_a_running_server_wrote_on_stderr(tmp_path: Path) -
         daemon.close()
 
 
+def test_each_stderr_line_is_stamped_with_the_unix_time_it_was_read_during_the_probe_and_after(
+    tmp_path: Path,
+) -> None:
+    """``times`` in ``GET /v1/servers/{name}/log`` are Unix seconds, in order, for every line.
+
+    The lines the server writes while the era probe talks to it are read by
+    the probe, those after it by the client the process is handed to: both
+    stamp them with the wall clock (spec/gateway.md §8), never with a
+    monotonic one.
+    """
+    before = time.time()
+    daemon = DaemonProcess(tmp_path, _config("talker", "--stderr-bytes", "2000"))
+    try:
+        said = daemon.request(
+            "POST", "/v1/call", {"server": "talker", "tool": "say", "arguments": {"text": "later"}}
+        )
+        assert said.status == 200, said.body
+        log = _log_until(daemon, "talker", "later")
+        after = time.time()
+        (entry,) = [e for e in log["instances"] if any("later" in line for line in e["lines"])]
+        times = entry["times"]
+        assert len(times) == len(entry["lines"]) > 1, entry
+        assert all(before - 1 <= t <= after + 1 for t in times), (before, times, after)
+        assert times == sorted(times), times
+    finally:
+        daemon.close()
+
+
 @pytest.mark.parametrize(
     ("revisions", "era"), [(None, "modern"), ("2025-11-25", "legacy")], ids=["modern", "legacy"]
 )
