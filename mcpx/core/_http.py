@@ -8,8 +8,9 @@ at end) and the time; it drains ``next_actions()`` and writes ``SendBytes``,
 closes on ``CloseConnection``, and runs the application for ``HandleRequest``
 exactly as it does for stdio; ``SessionEnded(identity)`` says a legacy
 session ended (deleted, idle, evicted, or its SSE stream lost), so the
-application can let go of what it kept for it.  Session ids are drawn from ``new_session_id``,
-which the caller supplies (randomness stays outside the core).  A whole, plain
+application can let go of what it kept for it.  Session ids are drawn from
+``new_session_id``, which the caller supplies (randomness stays outside the
+core).  A whole, plain
 POST read in one chunk, and its plain JSON answer, skip h11
 (``_plain_request``: h11's grammar, and the bytes h11 would write); anything
 else is h11's.

@@ -92,13 +92,15 @@ _PASSED = frozenset(
 _GATEWAY_TOOLS = {str(tool["name"]): tool for tool in gateway_tools()}
 
 
-def _declared_support(tool: Mapping[str, Any]) -> str:
+def _declared_support(tool: Mapping[str, Any]) -> str | None:
+    """A tool's ``execution.taskSupport`` when it declares one mcpx knows, else ``None``."""
     execution = tool.get("execution")
     declared = execution.get("taskSupport") if isinstance(execution, Mapping) else None
-    return str(declared) if declared in ("optional", "required") else "forbidden"
+    return str(declared) if declared in ("forbidden", "optional", "required") else None
 
 
-_OWN_SUPPORT = {name: _declared_support(tool) for name, tool in _GATEWAY_TOOLS.items()}  # mcpx_call: optional
+# The gateway's own tools, as they declare (mcpx_call: optional); one that declares nothing: forbidden.
+_OWN_SUPPORT = {name: _declared_support(tool) or "forbidden" for name, tool in _GATEWAY_TOOLS.items()}
 _NEEDS_CATALOGS = frozenset({"mcpx_servers", "mcpx_search", "mcpx_describe"})
 # MCP 2026-07-28 server/utilities/caching: a ttlMs is no schedule for polling, and whoever polls
 # anyway must add jitter and back off.  The background refresh of a positive ttlMs comes no
@@ -867,9 +869,8 @@ def _tool_hints(
     support: dict[str, str] = {}
     for name, server, tool in surface.offered_tools:
         headers[name] = tool_header_params(tool) or {}
-        execution = tool.get("execution")
-        declared = execution.get("taskSupport") if isinstance(execution, Mapping) else None
-        if declared in ("forbidden", "optional", "required"):
+        declared = _declared_support(tool)
+        if declared is not None:
             support[name] = declared
         else:  # 2026-07-28's Tool has no execution: the upstream decides per call, so may mcpx
             support[name] = "optional" if catalogs[server].revision == Revision.V2026_07_28 else "forbidden"
