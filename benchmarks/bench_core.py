@@ -51,7 +51,8 @@ from typing import Any
 import orjson
 from _util import HERE, load_average, machine, now_iso, write_results
 
-from mcpx.core import REVISIONS, HandleRequest, Revision, Send, StdioServerConnection
+from mcpx.core import HandleRequest, Revision, Send, StdioServerConnection
+from mcpx.core.revisions import REVISIONS
 from mcpx.demo import build_demo_server
 from mcpx.drivers._common import apply_outcome  # the helper every driver answers with
 from mcpx.server import Call, Outcome, Server

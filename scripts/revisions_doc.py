@@ -1,7 +1,7 @@
 """Write ``spec/revisions.md`` to standard output: ``python scripts/revisions_doc.py > spec/revisions.md``.
 
 The document is ``mcpx.core.revisions_doc.render()``, rendered from the
-revision table in ``mcpx/core/_revisions.py``; the core does no I/O, so the
+revision table in ``mcpx/core/revisions.py``; the core does no I/O, so the
 writing is here.  UTF-8 bytes, with the newlines as rendered on every
 platform (no ``\\r\\n`` on Windows), so the file is the same everywhere.
 """

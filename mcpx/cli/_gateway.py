@@ -219,7 +219,7 @@ async def _gateway_tool(client: Client, name: str, arguments: dict[str, Any]) ->
         ) from None
 
 
-_SEARCH_MAX = 100  # mcpx_search's largest limit (mcpx/core/_gateway.py)
+_SEARCH_MAX = 100  # mcpx_search's largest limit (mcpx/core/gateway.py)
 
 
 async def _mcp_tools(client: Client, server: str | None) -> dict[str, Any]:

@@ -17,7 +17,10 @@ import orjson
 import typer
 
 from .. import __version__
-from ..core import DEFAULT_MAX_LINE, INTERNAL_ERROR, REVISIONS, SpecPolicy, parse_revision
+from ..core import INTERNAL_ERROR
+from ..core.framing import DEFAULT_MAX_LINE
+from ..core.policy import SpecPolicy
+from ..core.revisions import REVISIONS, parse_revision
 from ..drivers import LOOPS, HttpConfig
 
 app = typer.Typer(
@@ -216,7 +219,7 @@ def call(
     import anyio
 
     from ..client import Client, McpCallError, connect_http, connect_sse, connect_stdio
-    from ..core._probe import ProbeConfig, ProbeFailed
+    from ..core.probe import ProbeConfig, ProbeFailed
     from ..drivers._eracache import era_cache_path
     from ..drivers._probe_http import probe_http
     from ._fast import call_arguments
@@ -331,7 +334,7 @@ def probe(
     """
     import anyio
 
-    from ..core._probe import ProbeConfig
+    from ..core.probe import ProbeConfig
     from ..drivers._eracache import era_cache_path
     from ..drivers._probe_http import probe_http
     from ..drivers._probe_stdio import describe, probe_stdio

@@ -1,6 +1,6 @@
 """``mcpx.client``: talk to one MCP server from async Python (asyncio or trio, through anyio).
 
-A thin driver around the pure ``ClientSession`` (``mcpx.core._client``): it
+A thin driver around the pure ``ClientSession`` (``mcpx.core.client_session``): it
 spawns the server (stdio), moves bytes, and turns the session's actions into
 awaited results.  Both eras, one API::
 
@@ -38,7 +38,7 @@ import anyio.abc
 import orjson
 
 from ..core import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, LocalProtocolError, Revision, Send, Trace
-from ..core._client import (
+from ..core.client_session import (
     AbandonStream,
     ClientSession,
     Completed,
@@ -51,14 +51,14 @@ from ..core._client import (
     ServerRequest,
     ServerRequestCancelled,
 )
-from ..core._framing import DEFAULT_MAX_LINE, LineReader
-from ..core._http_client import (
+from ..core.framing import DEFAULT_MAX_LINE, LineReader
+from ..core.http_client import (
     HttpClientConfig,
     HttpClientConnection,
     tool_header_params,
 )
-from ..core._sse_client import SseClientConfig, SseClientConnection
-from ..core._upstream_auth import UpstreamAuth
+from ..core.sse_client import SseClientConfig, SseClientConnection
+from ..core.upstream_auth import UpstreamAuth
 from ..drivers import _batch
 from ..drivers._http_transport import HttpTransport
 from ..drivers._probe_stdio import StdioHandover

@@ -21,7 +21,8 @@ from typing import Any
 import anyio
 import orjson
 
-from ..core import METHOD_NOT_FOUND, Revision, parse_revision
+from ..core import METHOD_NOT_FOUND, Revision
+from ..core.revisions import parse_revision
 from . import Client, McpCallError, connect_http
 from .skills import SkillError, list_skills, load_skill
 

@@ -51,7 +51,7 @@ from ._settings import (
 )
 
 if TYPE_CHECKING:
-    from ..core._upstream_auth import AUTH_TYPES, AuthConfigError, UpstreamAuth, parse_auth
+    from ..core.upstream_auth import AUTH_TYPES, AuthConfigError, UpstreamAuth, parse_auth
 
 _FROM_CORE = frozenset({"AUTH_TYPES", "AuthConfigError", "UpstreamAuth", "parse_auth"})
 
@@ -86,7 +86,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _FROM_CORE:
-        from ..core import _upstream_auth
+        from ..core import upstream_auth
 
-        return getattr(_upstream_auth, name)
+        return getattr(upstream_auth, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ Both spellings describe the same thing and parse to the same model:
   ``args``, ``env`` (NAME = value), ``cwd``;
 * HTTP: ``url`` (Streamable HTTP; ``http://`` or ``https://`` with a host, no
   credentials in it) and ``headers`` (name = value);
-* either: ``auth`` (``mcpx.core._upstream_auth``), ``scope`` (``host``, the
+* either: ``auth`` (``mcpx.core.upstream_auth``), ``scope`` (``host``, the
   default for a command: one instance per host, as if each had spawned it,
   identity-less requests sharing one; ``shared``, the default for a url: one
   instance for everyone; ``connection``: one per host connection, every
@@ -51,7 +51,7 @@ from urllib.parse import urlsplit
 from ._settings import SERVER_NAME, SERVER_NAME_RULE, format_duration, parse_duration, suggest
 
 if TYPE_CHECKING:
-    from ..core._upstream_auth import Transport, UpstreamAuth
+    from ..core.upstream_auth import Transport, UpstreamAuth
 
 __all__ = ["RESERVED_NAMES", "PendingAuth", "Scope", "UpstreamServer", "check_server_name", "parse_server"]
 
@@ -156,7 +156,7 @@ class UpstreamServer:
         """
         if self.auth_pending is None:
             return self
-        from ..core._upstream_auth import AuthConfigError, parse_auth
+        from ..core.upstream_auth import AuthConfigError, parse_auth
 
         pending = self.auth_pending
         auth = parse_auth(
@@ -320,7 +320,7 @@ def parse_server(
     auth: UpstreamAuth | None = None
     pending: PendingAuth | None = None
     if entry.get("auth") is not None:
-        from ..core._upstream_auth import AuthConfigError, SecretUnset, parse_auth
+        from ..core.upstream_auth import AuthConfigError, SecretUnset, parse_auth
 
         try:
             auth = parse_auth(entry["auth"], environ=environ, transport=transport, where=f"{where}.auth")
@@ -424,7 +424,7 @@ def _headers(table: object, where: str, problems: list[str]) -> tuple[tuple[str,
     if not isinstance(table, Mapping):
         problems.append(f"{where}.headers must be a table of Header-Name = string")
         return ()
-    from ..core._upstream_auth import refused_header_reason
+    from ..core.upstream_auth import refused_header_reason
 
     out: list[tuple[str, str]] = []
     for name, value in table.items():

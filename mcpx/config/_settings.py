@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Any, Final
 from ._endpoint import ENDPOINT_FORMS, DaemonEndpoint, parse_endpoint
 
 if TYPE_CHECKING:
-    from ..core import Revision, SpecPolicy
+    from ..core import Revision
+    from ..core.policy import SpecPolicy
 
 __all__ = [
     "NOT_YET",
@@ -235,7 +236,7 @@ def _text(pattern: str, what: str) -> _Kind:
 
 
 def _revisions() -> tuple[Revision, ...]:
-    from ..core import REVISIONS
+    from ..core.revisions import REVISIONS
 
     return REVISIONS
 
@@ -264,7 +265,7 @@ def _revision_list(complete: bool) -> _Kind:
 
 
 def _revision(text: str) -> Revision:
-    from ..core import parse_revision
+    from ..core.revisions import parse_revision
 
     try:
         return parse_revision(text)
@@ -363,7 +364,7 @@ def _newest_first() -> tuple[Revision, ...]:
 
 
 def _max_line() -> int:
-    from ..core import DEFAULT_MAX_LINE
+    from ..core.framing import DEFAULT_MAX_LINE
 
     return DEFAULT_MAX_LINE
 
@@ -738,7 +739,7 @@ class Settings(Mapping[str, Setting]):
 
     def policy(self) -> SpecPolicy:
         """The revision policy these settings make (spec/revision-conflicts.md)."""
-        from ..core import SpecPolicy
+        from ..core.policy import SpecPolicy
 
         return SpecPolicy.build(
             precedence=self.value("spec.precedence"),

@@ -4,13 +4,40 @@ Nothing in this package performs I/O, reads a clock or draws randomness:
 bytes and events go in, actions come out, time comes in as ``now`` and a
 machine says when it next wants to be woken.  ``tests/unit/test_core_purity.py``
 fails if a module here imports asyncio, trio, anyio, socket, subprocess,
-threading, time or logging.
+threading, time, logging, os, sys, secrets or uuid.
 
-The public surface is this module's ``__all__``; the underscore modules are
-private and may change.
+The face of the package is this module's ``__all__``: the machines, their
+configurations, the events they take and the actions they give, the errors
+(with a named constant for every JSON-RPC error code mcpx uses) and
+``Revision``, the value every machine is configured with.  Everything else
+lives in a named submodule, one per subject, with names that pair up:
+
+=====================  ======================================================
+``server_session``     the server side of one MCP connection (``ServerSession``)
+``client_session``     the client side (``ClientSession``)
+``stdio``              newline-delimited JSON framing around a server session
+``http_server``        the server's HTTP binding: Streamable HTTP, HTTP+SSE
+``http_client``        the client's Streamable HTTP binding
+``sse_client``         the client's HTTP+SSE binding (2024-11-05)
+``http_wire``          what both HTTP bindings write: ``SendBytes``, headers
+``probe``              which era a server speaks, and its cache
+``pool``               upstream instances: start, idle, backoff, call timeout
+``router``             the gateway's middle: host calls to upstream sessions
+``gateway``            what a host sees over the upstreams' catalogs
+``gateway_uris``       ``mcpx://`` URIs; ``gateway_tools`` the gateway's tools
+``rounds``, ``tasks``  questions and 2026-07-28 rounds; tasks
+``revisions``          the five revisions and what each defines
+``policy``             which peers' messages to accept beyond the revision
+``jsonrpc``            JSON-RPC 2.0 messages; ``framing`` lines; ``sse`` events
+``downgrade``          a result made fit for an older revision
+``errors``             error codes and the three exception classes
+``actions``            the server session's actions and request context
+=====================  ======================================================
+
+Underscored names inside a submodule are private and may change.
 """
 
-from ._actions import (
+from .actions import (
     Action,
     Answered,
     CancelRequest,
@@ -24,7 +51,7 @@ from ._actions import (
     SuspendStream,
     Trace,
 )
-from ._client import (
+from .client_session import (
     AbandonStream,
     ClientAction,
     ClientSession,
@@ -37,8 +64,7 @@ from ._client import (
     ServerRequest,
     ServerRequestCancelled,
 )
-from ._downgrade import Ages, downgrade, downgrade_error, envelope
-from ._errors import (
+from .errors import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -53,27 +79,10 @@ from ._errors import (
     ProtocolError,
     RemoteProtocolError,
 )
-from ._framing import DEFAULT_MAX_LINE, EndOfInput, Line, LineReader, LineTooLong
-from ._gateway import (
-    Answer,
-    GatewayError,
+from .gateway import (
     GatewaySurface,
-    OwnResource,
-    Page,
-    Route,
-    UpstreamCatalog,
 )
-from ._gateway_tools import gateway_tools
-from ._gateway_uris import (
-    McpxUriError,
-    mcpx_uri,
-    mcpx_uri_template,
-    parse_mcpx_uri,
-    rewrite_result_uris,
-    template_matches,
-)
-from ._http import AppRequest, HttpConfig, HttpServer, SessionEnded, http_status_for
-from ._http_client import (
+from .http_client import (
     Closed,
     HttpClientAction,
     HttpClientConfig,
@@ -84,38 +93,29 @@ from ._http_client import (
     SessionExpired,
     StreamEnded,
 )
-from ._http_wire import CloseConnection, SendBytes
-from ._jsonrpc import (
-    ErrorResponse,
-    InvalidMessage,
-    Message,
-    Notification,
-    Request,
-    RequestId,
-    Response,
-    decode,
-    encode,
-    parse_message,
+from .http_server import (
+    AppRequest,
+    HttpConfig,
+    HttpServer,
+    SessionEnded,
 )
-from ._policy import AtOrAfter, Before, Between, Only, SpecPolicy
-from ._pool import (
+from .http_wire import (
+    CloseConnection,
+    SendBytes,
+)
+from .pool import (
     CallFailed,
     CallTimedOut,
     Granted,
-    InstanceState,
     Pool,
     PoolAction,
     PoolConfig,
     Refused,
-    ServerState,
-    ServerStatus,
     Spawn,
     Stop,
 )
-from ._probe import (
+from .probe import (
     CloseResponse,
-    EraCache,
-    EraEntry,
     EraProbe,
     HttpAnswered,
     HttpBody,
@@ -128,61 +128,64 @@ from ._probe import (
     ProbeDone,
     ProbeEvent,
     ProbeFailed,
-    ProbeState,
     Reconnect,
     SendMessage,
     TransportClosed,
 )
-from ._revisions import (
-    LEGACY_REVISIONS,
-    LOG_LEVELS,
-    MODERN_REVISIONS,
-    NEWEST,
-    OLDEST,
-    REVISIONS,
-    Era,
+from .revisions import (
     Revision,
-    parse_revision,
 )
-from ._rounds import Question, RoundTable
-from ._session import ConnectionState, ServerConfig, ServerSession, ToolHints
-from ._sse import SseDecoder, SseEvent, comment, encode_event
-from ._sse_client import (
+from .rounds import (
+    RoundTable,
+)
+from .router import (
+    AbandonUpstream,
+    AnswerHost,
+    AskHost,
+    NotifyHost,
+    Router,
+    RouterAction,
+    SendUpstream,
+    UpstreamNotification,
+    UpstreamOutcome,
+    WithdrawAsk,
+)
+from .server_session import (
+    ServerConfig,
+    ServerSession,
+    ToolHints,
+)
+from .sse_client import (
     EndpointReady,
     SseClientAction,
     SseClientConfig,
     SseClientConnection,
 )
-from ._stdio import StdioServerConnection
-from ._tasks import Task, TaskStore
+from .stdio import (
+    StdioServerConnection,
+)
+from .tasks import (
+    TaskStore,
+)
 
 __all__ = [
-    "DEFAULT_MAX_LINE",
     "HEADER_MISMATCH",
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
-    "LEGACY_REVISIONS",
-    "LOG_LEVELS",
     "METHOD_NOT_FOUND",
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
-    "MODERN_REVISIONS",
-    "NEWEST",
-    "OLDEST",
     "PARSE_ERROR",
     "RESOURCE_NOT_FOUND",
-    "REVISIONS",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "URL_ELICITATION_REQUIRED",
     "AbandonStream",
+    "AbandonUpstream",
     "Action",
-    "Ages",
-    "Answer",
+    "AnswerHost",
     "Answered",
     "AppRequest",
-    "AtOrAfter",
-    "Before",
-    "Between",
+    "AskHost",
     "CallFailed",
     "CallTimedOut",
     "CancelRequest",
@@ -193,17 +196,10 @@ __all__ = [
     "CloseResponse",
     "Closed",
     "Completed",
-    "ConnectionState",
-    "EndOfInput",
     "EndStream",
     "EndpointReady",
-    "Era",
-    "EraCache",
-    "EraEntry",
     "EraProbe",
-    "ErrorResponse",
     "Failed",
-    "GatewayError",
     "GatewaySurface",
     "Granted",
     "HandleRequest",
@@ -216,23 +212,13 @@ __all__ = [
     "HttpRequest",
     "HttpServer",
     "InputRequired",
-    "InstanceState",
-    "InvalidMessage",
     "JsonReceived",
-    "Line",
-    "LineReader",
     "LineReceived",
-    "LineTooLong",
     "LocalProtocolError",
-    "McpxUriError",
-    "Message",
     "MessageReceived",
-    "Notification",
-    "Only",
+    "NotifyHost",
     "OpenConnection",
     "OpenSse",
-    "OwnResource",
-    "Page",
     "PeerReplied",
     "Pool",
     "PoolAction",
@@ -242,66 +228,43 @@ __all__ = [
     "ProbeDone",
     "ProbeEvent",
     "ProbeFailed",
-    "ProbeState",
     "Progress",
     "ProtocolError",
-    "Question",
     "Ready",
     "Reconnect",
     "Refused",
     "RemoteProtocolError",
-    "Request",
     "RequestContext",
-    "RequestId",
     "RequestRefused",
-    "Response",
     "Revision",
     "RoundTable",
-    "Route",
+    "Router",
+    "RouterAction",
     "Send",
     "SendBytes",
     "SendMessage",
+    "SendUpstream",
     "ServerConfig",
     "ServerNotification",
     "ServerRequest",
     "ServerRequestCancelled",
     "ServerSession",
-    "ServerState",
-    "ServerStatus",
     "SessionEnded",
     "SessionExpired",
     "Spawn",
-    "SpecPolicy",
     "SseClientAction",
     "SseClientConfig",
     "SseClientConnection",
-    "SseDecoder",
-    "SseEvent",
     "StdioServerConnection",
     "Stop",
     "StreamEnded",
     "Subscribed",
     "SuspendStream",
-    "Task",
     "TaskStore",
     "ToolHints",
     "Trace",
     "TransportClosed",
-    "UpstreamCatalog",
-    "comment",
-    "decode",
-    "downgrade",
-    "downgrade_error",
-    "encode",
-    "encode_event",
-    "envelope",
-    "gateway_tools",
-    "http_status_for",
-    "mcpx_uri",
-    "mcpx_uri_template",
-    "parse_mcpx_uri",
-    "parse_message",
-    "parse_revision",
-    "rewrite_result_uris",
-    "template_matches",
+    "UpstreamNotification",
+    "UpstreamOutcome",
+    "WithdrawAsk",
 ]

@@ -1,8 +1,8 @@
-"""Render ``spec/revisions.md``: the revision table of ``mcpx.core._revisions`` as prose and matrices.
+"""Render ``spec/revisions.md``: the revision table of ``mcpx.core.revisions`` as prose and matrices.
 
 ``spec/revisions.md`` is generated, never edited by hand, and a test fails if
 it drifts from the table (``tests/unit/test_revisions_doc.py``).  After
-changing ``mcpx/core/_revisions.py``, regenerate it with::
+changing ``mcpx/core/revisions.py``, regenerate it with::
 
     python scripts/revisions_doc.py > spec/revisions.md
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
-from mcpx.core._revisions import (
+from mcpx.core.revisions import (
     CACHEABLE,
     ERROR_CODES,
     EXTENSION_METHODS,
@@ -362,13 +362,13 @@ def _cacheable() -> list[str]:
 def render() -> str:
     """The whole of ``spec/revisions.md`` as a string, ending in one newline."""
     lines = [
-        "<!-- Generated from mcpx/core/_revisions.py; do not edit by hand. -->",
+        "<!-- Generated from mcpx/core/revisions.py; do not edit by hand. -->",
         f"<!-- Regenerate with: {COMMAND} -->",
         "",
         "# MCP revisions as mcpx sees them",
         "",
         f"mcpx speaks {len(REVISIONS)} MCP revisions, {OLDEST} to {NEWEST}, on both sides of a "
-        "connection.  Everything below is read from one table, `mcpx/core/_revisions.py`, which "
+        "connection.  Everything below is read from one table, `mcpx/core/revisions.py`, which "
         "the tests check row by row against the official schema of each revision.",
         "",
         *_revisions(),

@@ -28,15 +28,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-from ..core import (
-    DEFAULT_MAX_LINE,
-    HttpConfig,
-    HttpServer,
-    RoundTable,
-    ServerConfig,
-    StdioServerConnection,
-    TaskStore,
-)
+from ..core import HttpConfig, HttpServer, RoundTable, ServerConfig, StdioServerConnection, TaskStore
+from ..core.framing import DEFAULT_MAX_LINE
 from ..server import Server
 
 __all__ = ["LOOPS", "HttpConfig", "serve_http", "serve_stdio"]

@@ -57,7 +57,6 @@ from ..core import (
     CloseConnection,
     HandleRequest,
     HttpServer,
-    Question,
     Send,
     SendBytes,
     SessionEnded,
@@ -65,6 +64,7 @@ from ..core import (
     Subscribed,
     Trace,
 )
+from ..core.rounds import Question
 from ..server import Call, Context, Deferred, Outcome, Pending, Server
 from . import _batch
 from ._common import (

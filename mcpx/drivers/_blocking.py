@@ -40,7 +40,6 @@ from ..core import (
     CloseConnection,
     HandleRequest,
     HttpServer,
-    Question,
     Send,
     SendBytes,
     SessionEnded,
@@ -48,6 +47,7 @@ from ..core import (
     Subscribed,
     Trace,
 )
+from ..core.rounds import Question
 from ..server import Call, Context, Deferred, Outcome, Pending, Server
 from ._common import (
     Core,

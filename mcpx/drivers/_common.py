@@ -6,7 +6,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from ..core import Answered, Question, Trace
+from ..core import Answered, Trace
+from ..core.rounds import Question
 from ..server import Call, Context, Outcome, Pending
 
 __all__ = [

@@ -1,6 +1,6 @@
 """The era cache's file, ``<state>/upstream-eras.json``: read tolerantly, written owner-only and atomically.
 
-The cache itself is pure (``mcpx.core._probe.EraCache``); this is the only
+The cache itself is pure (``mcpx.core.probe.EraCache``); this is the only
 part that touches the disk (spec/era-probe.md "The cache").
 
 * ``load_era_cache`` never fails: a missing, unreadable or corrupt file is an
@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .._atomic import replace_file
-from ..core._probe import EraCache, ProbeDone, ProbeFailed
+from ..core.probe import EraCache, ProbeDone, ProbeFailed
 
 try:
     import fcntl

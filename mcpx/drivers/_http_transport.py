@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 
 from ..core import Closed, HttpClientConnection, JsonReceived, OpenConnection, SessionExpired
-from ..core._http_wire import CloseConnection, SendBytes
+from ..core.http_wire import CloseConnection, SendBytes
 
 __all__ = ["HttpTransport", "Receiver", "SocketTransport"]
 

@@ -1,4 +1,4 @@
-"""Run the era probe (``mcpx.core._probe``) against a server at an HTTP URL.
+"""Run the era probe (``mcpx.core.probe``) against a server at an HTTP URL.
 
 The driver half of ``EraProbe`` for HTTP (spec/era-probe.md, "The order",
 HTTP steps): each ``HttpRequest`` or ``OpenSse`` the machine asks for is one
@@ -37,8 +37,8 @@ import anyio
 import anyio.abc
 import h11
 
-from ..core._http_client import HttpClientConfig
-from ..core._probe import (
+from ..core.http_client import HttpClientConfig
+from ..core.probe import (
     CloseResponse,
     EraCache,
     EraProbe,
@@ -52,7 +52,7 @@ from ..core._probe import (
     ProbeFailed,
     TransportClosed,
 )
-from ..core._revisions import Revision
+from ..core.revisions import Revision
 from ._eracache import load_era_cache, record_outcome
 
 __all__ = ["probe_http"]

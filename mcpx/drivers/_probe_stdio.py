@@ -1,4 +1,4 @@
-"""Run the era probe (``mcpx.core._probe``) against a server spawned over stdio.
+"""Run the era probe (``mcpx.core.probe``) against a server spawned over stdio.
 
 The driver half of ``EraProbe`` for stdio: spawn the command (no shell), feed
 its stdout lines to the machine, write what it sends, restart the process when
@@ -20,8 +20,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ..core._framing import DEFAULT_MAX_LINE, Line, LineReader
-from ..core._probe import (
+from ..core.framing import DEFAULT_MAX_LINE, Line, LineReader
+from ..core.probe import (
     EraCache,
     EraProbe,
     LineReceived,

@@ -1,4 +1,4 @@
-"""Sockets for the 2024-11-05 HTTP+SSE client transport (``mcpx.core._sse_client``), on anyio.
+"""Sockets for the 2024-11-05 HTTP+SSE client transport (``mcpx.core.sse_client``), on anyio.
 
 MCP 2024-11-05, Transports → "HTTP with SSE".  ``SseClientConnection``
 decides everything (which connection, which bytes, what the server's events
@@ -23,10 +23,10 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from ..core._actions import Send
-from ..core._client import ClientSession
-from ..core._http_client import Closed, JsonReceived, RequestRefused, StreamEnded
-from ..core._sse_client import EndpointReady, SseClientConnection, SseState
+from ..core.actions import Send
+from ..core.client_session import ClientSession
+from ..core.http_client import Closed, JsonReceived, RequestRefused, StreamEnded
+from ..core.sse_client import EndpointReady, SseClientConnection, SseState
 from ._http_transport import SocketTransport
 
 __all__ = ["SseTransport"]

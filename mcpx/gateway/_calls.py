@@ -17,8 +17,9 @@ from typing import Any
 import anyio
 
 from ..client import Client, McpCallError, RoundResolver
-from ..core import INTERNAL_ERROR, INVALID_PARAMS, Progress, Question, Revision
-from ..core._router import OWN_ROOTS  # mcpx's answer to roots/list for a host that declared no roots
+from ..core import INTERNAL_ERROR, INVALID_PARAMS, Progress, Revision
+from ..core.rounds import Question
+from ..core.router import OWN_ROOTS  # mcpx's answer to roots/list for a host that declared no roots
 from ..server import Context, QuestionFailed, QuestionRefused
 
 __all__ = [

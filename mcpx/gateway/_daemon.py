@@ -1,7 +1,7 @@
 """``mcpx daemon``: one HTTP server for /mcp (the gateway's MCP endpoint) and /v1 (its ops API).
 
 spec/gateway.md §8: one listener, one access-control decision.  The HTTP binding
-(mcpx/core/_http.py) serves /mcp and hands /v1, /health and /openapi.json to
+(mcpx/core/http_server.py) serves /mcp and hands /v1, /health and /openapi.json to
 ``Ops`` as ``AppRequest``s, under the same Origin and Host checks.  The ops
 table below is the whole /v1 API; /openapi.json is generated from it.  Every
 error is JSON ``{"error": {"code": <stable string>, "message": <what to do>}}``.
@@ -58,8 +58,9 @@ import orjson
 from .. import __version__
 from ..client import McpCallError
 from ..config import Config, UpstreamServer, ensure_state_dir, format_duration, write_state_file
-from ..core import INVALID_PARAMS, REVISIONS, AppRequest, HttpConfig, Progress, Revision
-from ..core._pool import PoolConfig
+from ..core import INVALID_PARAMS, AppRequest, HttpConfig, Progress, Revision
+from ..core.pool import PoolConfig
+from ..core.revisions import REVISIONS
 from ..drivers import new_round_table, serve_http
 from ..drivers._async import AppResponse
 from ._arguments import input_schema_of, needs_schema, typed_arguments

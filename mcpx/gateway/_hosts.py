@@ -48,8 +48,9 @@ import anyio
 import anyio.abc
 import sniffio
 
-from ..core import DEFAULT_MAX_LINE, RoundTable, ServerConfig, StdioServerConnection
-from ..core._session import ConnectionState
+from ..core import RoundTable, ServerConfig, StdioServerConnection
+from ..core.framing import DEFAULT_MAX_LINE
+from ..core.server_session import ConnectionState
 from ..drivers import new_round_table
 from ..drivers._async import ByteReader, serve_connection
 from ..drivers._stdio_streams import open_stdio

@@ -1,6 +1,6 @@
 """The driver loop over the gateway's middle: host calls routed through ``mcpx.core`` Router.
 
-``Router`` (mcpx/core/_router.py) decides what happens to a host's call once
+``Router`` (mcpx/core/router.py) decides what happens to a host's call once
 the gateway has chosen the upstream that serves it; this module carries its
 actions out, with no task per call.  A host request the gateway routes
 upstream arrives as a ``Pending`` (the server driver's handle for a
@@ -53,11 +53,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..client import Client, McpCallError
-from ..core import INTERNAL_ERROR, INVALID_PARAMS, NEWEST, LocalProtocolError
-from ..core._actions import Answered, build_request_context
-from ..core._client import MessageTooLarge, Progress, ServerNotification
-from ..core._rounds import Question
-from ..core._router import (
+from ..core import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
+from ..core.actions import Answered, build_request_context
+from ..core.client_session import MessageTooLarge, Progress, ServerNotification
+from ..core.revisions import NEWEST
+from ..core.rounds import Question
+from ..core.router import (
     AbandonUpstream,
     AnswerHost,
     AskHost,
@@ -75,7 +76,7 @@ from ..server import Context, Outcome, Pending
 from ._calls import ask_round, may_need_a_core_task, needs_core_task, run_core_task, task_only_now
 
 if TYPE_CHECKING:
-    from ..core._gateway import Route
+    from ..core.gateway import Route
     from ._upstreams import Upstreams
 
 __all__ = ["Routes"]

@@ -1,4 +1,4 @@
-"""The daemon's MCP server: the gateway surface (mcpx/core/_gateway.py) over the pool.
+"""The daemon's MCP server: the gateway surface (mcpx/core/gateway.py) over the pool.
 
 It plugs into mcpx's server session like any ``mcpx.server.Server``: the
 session speaks every revision to the host, and ``route`` answers the methods
@@ -49,16 +49,8 @@ import anyio
 import anyio.abc
 
 from ..client import McpCallError
-from ..core import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    RESOURCE_NOT_FOUND,
-    RequestContext,
-    Revision,
-    ToolHints,
-    mcpx_uri,
-)
-from ..core._gateway import (
+from ..core import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, RequestContext, Revision, ToolHints
+from ..core.gateway import (
     Answer,
     Collision,
     GatewayError,
@@ -68,10 +60,11 @@ from ..core._gateway import (
     Route,
     UpstreamCatalog,
 )
-from ..core._gateway_tools import gateway_tools
-from ..core._http_client import tool_header_params
-from ..core._revisions import TASKS_EXTENSION
-from ..core._router import relayed, upstream_params
+from ..core.gateway_tools import gateway_tools
+from ..core.gateway_uris import mcpx_uri
+from ..core.http_client import tool_header_params
+from ..core.revisions import TASKS_EXTENSION
+from ..core.router import relayed, upstream_params
 from ..server import Call, Context, Deferred, Invocation, Outcome, Server
 from ._hosts import HOST_PREFIX
 from ._routing import REQUEST_SCOPE_PREFIX, WARM_UP_SCOPE

@@ -1,6 +1,6 @@
 """The pool's driver: upstream servers started, kept and stopped as ``mcpx.core`` Pool says.
 
-The pure ``Pool`` (mcpx/core/_pool.py) decides which instance serves a call,
+The pure ``Pool`` (mcpx/core/pool.py) decides which instance serves a call,
 when one starts, idles out, backs off or times out; this module carries that
 out on an anyio task group.  An instance is a ``mcpx.client.Client`` over the
 transport its configuration names: a spawned stdio process, Streamable HTTP,
@@ -30,19 +30,10 @@ import orjson
 from .. import __version__
 from ..client import Client, McpCallError, Resolver, RoundResolver, connect_http, connect_sse, connect_stdio
 from ..config import Scope, UpstreamServer
-from ..core import (
-    INTERNAL_ERROR,
-    LOG_LEVELS,
-    EraCache,
-    ProbeConfig,
-    ProbeDone,
-    Progress,
-    Revision,
-    ServerNotification,
-)
-from ..core._framing import DEFAULT_MAX_LINE
-from ..core._gateway_tools import narrowed_capabilities
-from ..core._pool import (
+from ..core import INTERNAL_ERROR, ProbeConfig, ProbeDone, Progress, Revision, ServerNotification
+from ..core.framing import DEFAULT_MAX_LINE
+from ..core.gateway_tools import narrowed_capabilities
+from ..core.pool import (
     CallFailed,
     CallId,
     CallTimedOut,
@@ -54,8 +45,9 @@ from ..core._pool import (
     Spawn,
     Stop,
 )
-from ..core._revisions import TASKS_EXTENSION
-from ..core._upstream_auth import AuthConfigError
+from ..core.probe import EraCache
+from ..core.revisions import LOG_LEVELS, TASKS_EXTENSION
+from ..core.upstream_auth import AuthConfigError
 from ..drivers import _batch
 from ..drivers._eracache import era_cache_path, load_era_cache, update_era_cache
 from ..drivers._probe_http import probe_http

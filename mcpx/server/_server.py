@@ -45,17 +45,17 @@ from ..core import (
     METHOD_NOT_FOUND,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     RESOURCE_NOT_FOUND,
-    Ages,
     Answered,
-    Question,
     RequestContext,
     Revision,
     ServerConfig,
-    SpecPolicy,
     ToolHints,
 )
-from ..core._drafts import draft_of
-from ..core._revisions import LOG_LEVELS, REVISIONS, TASKS_EXTENSION
+from ..core.downgrade import Ages
+from ..core.drafts import draft_of
+from ..core.policy import SpecPolicy
+from ..core.revisions import LOG_LEVELS, REVISIONS, TASKS_EXTENSION
+from ..core.rounds import Question
 from ._content import to_call_result
 from ._schema import context_parameter, schema_for_signature
 
@@ -327,7 +327,7 @@ class Outcome:
 
     @staticmethod
     def success(result: Mapping[str, Any]) -> Outcome:
-        """``Outcome(result=result)``, built as the fast paths build theirs (``mcpx.core._drafts``)."""
+        """``Outcome(result=result)``, built as the fast paths build theirs (``mcpx.core.drafts``)."""
         return _outcome(result)
 
 
@@ -420,7 +420,7 @@ class Deferred:
 
     @staticmethod
     def of(start: Callable[[Pending], None]) -> Deferred:
-        """``Deferred(start)``, built as the fast paths build theirs (``mcpx.core._drafts``)."""
+        """``Deferred(start)``, built as the fast paths build theirs (``mcpx.core.drafts``)."""
         deferred: Any = _new(_DEFERRED_DRAFT)
         deferred.start = start
         deferred.__class__ = Deferred
@@ -430,7 +430,7 @@ class Deferred:
 Invocation = Outcome | Call | Deferred
 
 # Per-call objects built the way the core builds its per-message actions
-# (mcpx.core._actions: a draft with the same slots, then its class): the same
+# (mcpx.core.actions: a draft with the same slots, then its class): the same
 # frozen dataclasses, without a Python-level object.__setattr__ per field.
 _new = object.__new__
 _CALL_DRAFT = draft_of(Call)

@@ -50,8 +50,8 @@ def sweep_client_frames() -> Callable[[], None]:
     """
     import weakref
 
-    from mcpx.core._actions import Send
-    from mcpx.core._client import ClientSession, ServerRequest
+    from mcpx.core.actions import Send
+    from mcpx.core.client_session import ClientSession, ServerRequest
 
     original = ClientSession.next_actions
     asked: weakref.WeakKeyDictionary[ClientSession, dict[Any, str]] = weakref.WeakKeyDictionary()

@@ -46,7 +46,7 @@ import pytest
 from mcpx.client import Client, connect_http, connect_stdio
 from mcpx.config import load_config
 from mcpx.core import Revision, Send
-from mcpx.core._client import ClientSession, Progress
+from mcpx.core.client_session import ClientSession, Progress
 from mcpx.gateway import run_daemon
 from tests.conformance.http_peer import start_http_server, stop_http_server
 from tests.conformance.sweep import SWEEP, _Disabled

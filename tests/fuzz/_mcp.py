@@ -21,13 +21,11 @@ from mcpx.core import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
-    LOG_LEVELS,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
-    REVISIONS,
     ServerConfig,
 )
-from mcpx.core._revisions import METHODS, Sender
+from mcpx.core.revisions import LOG_LEVELS, METHODS, REVISIONS, Sender
 
 PV = "io.modelcontextprotocol/protocolVersion"
 CC = "io.modelcontextprotocol/clientCapabilities"

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from hypothesis import strategies as st
 
-from mcpx.core._rounds import Question, StatePayload, StateSigner, binding_of
+from mcpx.core.rounds import Question, StatePayload, StateSigner, binding_of
 
 # ----------------------------------------------------------------------------
 # base64url and states

@@ -1,6 +1,6 @@
 """Properties of ``LineReader``: the framing of the stdio transport.
 
-The oracle is the module docstring of ``mcpx.core._framing`` read literally:
+The oracle is the module docstring of ``mcpx.core.framing`` read literally:
 split the whole stream at every ``\\n``; a piece longer than ``max_line``
 bytes is one ``LineTooLong``; otherwise one trailing ``\\r`` is dropped and
 the piece is a ``Line`` unless it is empty or only whitespace; the piece after
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpx.core import EndOfInput, Line, LineReader, LineTooLong
+from mcpx.core.framing import EndOfInput, Line, LineReader, LineTooLong
 
 from ._examples import tick
 from ._mcp import cut

@@ -1,4 +1,4 @@
-"""Properties of the gateway's surface (``mcpx.core._gateway``).
+"""Properties of the gateway's surface (``mcpx.core.gateway``).
 
 * ``mcpx://`` is a bijection: any namespace and any URI — arbitrary text,
   lone surrogates included — come back from ``parse_mcpx_uri`` exactly, the
@@ -26,13 +26,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from mcpx.core import INVALID_PARAMS
-from mcpx.core._gateway import (
+from mcpx.core.gateway import (
     GatewayError,
     GatewaySurface,
     Page,
     UpstreamCatalog,
 )
-from mcpx.core._gateway_uris import (
+from mcpx.core.gateway_uris import (
     mcpx_uri,
     mcpx_uri_template,
     parse_mcpx_uri,

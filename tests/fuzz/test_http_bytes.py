@@ -51,9 +51,9 @@ from mcpx.core import (
     SendBytes,
     ServerConfig,
     SessionEnded,
-    SseDecoder,
     Trace,
 )
+from mcpx.core.sse import SseDecoder
 
 from ._examples import tick
 from ._http import Op, http_request, junk_streams, render_op, well_formed_ops

@@ -16,8 +16,8 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcpx.core import Revision, encode_event
-from mcpx.core._http_client import (
+from mcpx.core import Revision
+from mcpx.core.http_client import (
     HttpClientAction,
     HttpClientConfig,
     HttpClientConnection,
@@ -26,6 +26,7 @@ from mcpx.core._http_client import (
     SessionExpired,
     StreamEnded,
 )
+from mcpx.core.sse import encode_event
 
 from ._examples import tick
 

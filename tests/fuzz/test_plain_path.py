@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpx.core import HandleRequest, LocalProtocolError, RoundTable, ServerSession, TaskStore, ToolHints
-from mcpx.core._revisions import parse_revision
+from mcpx.core.revisions import parse_revision
 
 from ._examples import tick
 from ._mcp import (

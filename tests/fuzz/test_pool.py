@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from mcpx.core import LocalProtocolError
-from mcpx.core._pool import (
+from mcpx.core.pool import (
     ERROR_KINDS,
     SPAWN_WINDOW,
     CallFailed,

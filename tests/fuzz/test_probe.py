@@ -28,7 +28,7 @@ import orjson
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from mcpx.core._probe import (
+from mcpx.core.probe import (
     CloseResponse,
     EraCache,
     EraEntry,
@@ -47,7 +47,7 @@ from mcpx.core._probe import (
     SendMessage,
     TransportClosed,
 )
-from mcpx.core._revisions import REVISIONS, Revision
+from mcpx.core.revisions import REVISIONS, Revision
 
 from ._examples import tick
 

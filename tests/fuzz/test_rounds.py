@@ -1,4 +1,4 @@
-"""Questions a call asks its client (``mcpx.core._rounds`` and the session's asking), fuzzed.
+"""Questions a call asks its client (``mcpx.core.rounds`` and the session's asking), fuzzed.
 
 Two properties:
 
@@ -49,7 +49,7 @@ from mcpx.core import (
     ServerSession,
     Trace,
 )
-from mcpx.core._rounds import (
+from mcpx.core.rounds import (
     MRTR_METHODS,
     Question,
     RoundTable,

@@ -66,9 +66,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from mcpx.core import LocalProtocolError, Revision
-from mcpx.core._client import ClientSession, ServerRequest
-from mcpx.core._revisions import TASKS_EXTENSION
-from mcpx.core._router import (
+from mcpx.core.client_session import ClientSession, ServerRequest
+from mcpx.core.revisions import TASKS_EXTENSION
+from mcpx.core.router import (
     AbandonUpstream,
     AnswerHost,
     AskHost,

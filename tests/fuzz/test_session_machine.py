@@ -8,7 +8,7 @@ input) and the application (``respond``/``respond_error``/``discard``/
 ``progress``/``log`` for live and dead tokens, list-changed and
 resource-updated notifications, server requests), with a fake clock for the
 drain timer.  Beside the session runs a model of what the module docstring of
-``mcpx.core._session`` promises; after every step the session's output must be
+``mcpx.core.server_session`` promises; after every step the session's output must be
 exactly what the model predicts.  In particular:
 
 * every (state, input) pair is either legal or raises ``LocalProtocolError``
@@ -49,11 +49,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from mcpx.core import (
     INVALID_PARAMS,
     INVALID_REQUEST,
-    LOG_LEVELS,
     METHOD_NOT_FOUND,
     CancelRequest,
     Close,
-    ConnectionState,
     EndStream,
     HandleRequest,
     LocalProtocolError,
@@ -63,7 +61,8 @@ from mcpx.core import (
     ServerSession,
     Trace,
 )
-from mcpx.core._revisions import METHODS, Sender, method_rule
+from mcpx.core.revisions import LOG_LEVELS, METHODS, Sender, method_rule
+from mcpx.core.server_session import ConnectionState
 
 from ._examples import tick
 from ._mcp import (

@@ -1,6 +1,6 @@
 """Whatever a 2024-11-05 HTTP+SSE server writes, cut however the network likes, the client transport copes.
 
-MCP 2024-11-05, Transports → "HTTP with SSE" (``mcpx.core._sse_client``).
+MCP 2024-11-05, Transports → "HTTP with SSE" (``mcpx.core.sse_client``).
 The GET's answer ranges from random bytes to well-formed event streams with
 hostile parts (endpoint events naming other origins or nothing, oversized
 events, junk data, wrong status or type); a POST's answer from random bytes
@@ -18,9 +18,10 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpx.core import SendBytes, encode_event
-from mcpx.core._http_client import JsonReceived, OpenConnection, StreamEnded
-from mcpx.core._sse_client import EndpointReady, SseClientConfig, SseClientConnection, SseState
+from mcpx.core import SendBytes
+from mcpx.core.http_client import JsonReceived, OpenConnection, StreamEnded
+from mcpx.core.sse import encode_event
+from mcpx.core.sse_client import EndpointReady, SseClientConfig, SseClientConnection, SseState
 
 from ._examples import tick
 

@@ -28,11 +28,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpx.core import (
-    DEFAULT_MAX_LINE,
     PARSE_ERROR,
     CancelRequest,
     Close,
-    ConnectionState,
     EndStream,
     HandleRequest,
     LocalProtocolError,
@@ -41,6 +39,8 @@ from mcpx.core import (
     Subscribed,
     Trace,
 )
+from mcpx.core.framing import DEFAULT_MAX_LINE
+from mcpx.core.server_session import ConnectionState
 
 from ._examples import tick
 from ._mcp import (

@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mcpx.core import Ages, RequestContext
+from mcpx.core import RequestContext
+from mcpx.core.downgrade import Ages
 from mcpx.drivers import serve_stdio
 from mcpx.server import Call, Outcome, Server
 

@@ -23,8 +23,8 @@ import orjson
 import pytest
 
 from mcpx.config import parse_config
-from mcpx.core._actions import Send
-from mcpx.core._client import ClientSession
+from mcpx.core.actions import Send
+from mcpx.core.client_session import ClientSession
 from tests.conformance.sweep import SWEEP
 from tests.interop._daemon_thread import DaemonThread
 

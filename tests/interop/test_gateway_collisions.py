@@ -25,7 +25,7 @@ import orjson
 import pytest
 
 from mcpx.client import McpCallError, connect_http
-from mcpx.core._client import ServerNotification
+from mcpx.core.client_session import ServerNotification
 from tests.interop._eight_servers import ROOT, SERVERS, EightServers, host_frames_swept
 
 __all__ = ["host_frames_swept"]  # the fixture, used by every test here

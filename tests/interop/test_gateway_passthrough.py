@@ -31,7 +31,7 @@ import pytest
 from mcpx.client import Client, McpCallError, connect_http
 from mcpx.config import parse_config
 from mcpx.core import Revision
-from mcpx.core._client import ServerNotification
+from mcpx.core.client_session import ServerNotification
 from tests.interop._daemon_process import watch_events
 from tests.interop._daemon_thread import DaemonThread
 

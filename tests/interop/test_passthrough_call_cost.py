@@ -22,7 +22,7 @@ import pytest
 
 import mcpx.gateway._server as gateway_server
 from mcpx.client import connect_http
-from mcpx.core._gateway import GatewaySurface
+from mcpx.core.gateway import GatewaySurface
 from tests.interop._eight_servers import SERVERS, EightServers, host_frames_swept, settled
 
 __all__ = ["host_frames_swept"]  # the fixture, used by every test here

@@ -22,7 +22,7 @@ import pytest
 from mcpx.client import McpCallError, connect_sse
 from mcpx.config import parse_auth
 from mcpx.core import Revision
-from mcpx.core._client import Progress
+from mcpx.core.client_session import Progress
 from tests.conformance.http_peer import start_http_server, stop_http_server
 from tests.interop._legacy_sse_server import LegacySseServer
 

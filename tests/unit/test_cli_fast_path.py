@@ -18,7 +18,8 @@ import pytest
 from mcpx.cli._entry import FAST_PATHS
 from mcpx.cli._fast import _read, call_arguments
 from mcpx.config import SETTINGS, resolve_settings
-from mcpx.core import DEFAULT_MAX_LINE, REVISIONS
+from mcpx.core.framing import DEFAULT_MAX_LINE
+from mcpx.core.revisions import REVISIONS
 from mcpx.gateway._arguments import input_schema_of, needs_schema, typed_arguments
 
 

@@ -19,14 +19,13 @@ from mcpx.core import (
     Answered,
     HandleRequest,
     LocalProtocolError,
-    Question,
     Revision,
     RoundTable,
     Send,
     ServerConfig,
     ServerSession,
 )
-from mcpx.core._client import (
+from mcpx.core.client_session import (
     AbandonStream,
     ClientSession,
     Completed,
@@ -39,6 +38,7 @@ from mcpx.core._client import (
     ServerRequest,
     ServerRequestCancelled,
 )
+from mcpx.core.rounds import Question
 
 INFO = {"name": "test-client", "version": "1"}
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]

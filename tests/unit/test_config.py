@@ -33,7 +33,8 @@ from mcpx.config import (
     resolve_settings,
     write_state_file,
 )
-from mcpx.core import REVISIONS, Revision
+from mcpx.core import Revision
+from mcpx.core.revisions import REVISIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "ghp-very-secret-token"

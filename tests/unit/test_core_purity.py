@@ -79,13 +79,13 @@ def test_the_purity_check_would_catch_an_offender(tmp_path: Path) -> None:
 
 
 # The two sides of the core (machines wrapping machines, each importing only what it stands on;
-# spec/client.md's table of layers).  What both HTTP sides share is in _http_wire.py.
-SERVER_SIDE = frozenset({"_session", "_stdio", "_http"})
-CLIENT_SIDE = frozenset({"_client", "_http_client", "_sse_client", "_probe"})
+# spec/client.md's table of layers).  What both HTTP sides share is in http_wire.py.
+SERVER_SIDE = frozenset({"server_session", "stdio", "http_server"})
+CLIENT_SIDE = frozenset({"client_session", "http_client", "sse_client", "probe"})
 
 
 def _core_imports(module: str) -> set[str]:
-    """The core modules ``module`` imports by relative name (``from ._x import …``)."""
+    """The core modules ``module`` imports by relative name (``from .x import …``)."""
     tree = ast.parse((CORE / f"{module}.py").read_text())
     return {
         node.module
@@ -138,3 +138,53 @@ def test_the_callable_check_sees_a_callable_field() -> None:
     assert _callables_in(collections.abc.Callable[[str], None] | None)
     assert _callables_in(dict[str, collections.abc.Callable[[], int]])
     assert not _callables_in(dict[str, typing.Mapping[str, str]] | None)
+
+
+def test_the_sides_are_named_as_the_modules_are() -> None:
+    """The two sets above name real modules, so the check above looks at something."""
+    assert {path.stem for path in CORE.glob("*.py")} >= SERVER_SIDE | CLIENT_SIDE
+
+
+def _private_core_imports(path: Path) -> list[str]:
+    """Imports in ``path`` that reach a private module of the core (``mcpx.core._x``, ``..core._x``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            names = [f"{module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if "core" in parts[:-1] and parts[parts.index("core") + 1].startswith("_"):
+                found.append(f"{path.name}:{node.lineno} {name}")
+    return found
+
+
+def test_nothing_outside_the_core_imports_a_private_module_of_it() -> None:
+    """The core's face is ``mcpx.core`` and its named submodules; its underscored modules are its own."""
+    root = CORE.parent.parent
+    outside = [
+        path
+        for folder in ("mcpx", "tests", "benchmarks", "scripts")
+        for path in sorted((root / folder).rglob("*.py"))
+        if CORE not in path.parents
+    ]
+    assert len(outside) > 100, "the scan found too few files: it is looking in the wrong place"
+    offenders = [hit for path in outside for hit in _private_core_imports(path)]
+    assert offenders == []
+
+
+def test_the_private_import_check_sees_one(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "from mcpx.core._pool import Pool\nfrom ..core import _upstream_auth\n"
+        "import mcpx.core._x\nfrom mcpx.core.pool import Pool\nfrom ..core import Router\n"
+    )
+    assert [hit.split(" ")[1] for hit in _private_core_imports(sample)] == [
+        "mcpx.core._pool.Pool",
+        "core._upstream_auth",
+        "mcpx.core._x",
+    ]

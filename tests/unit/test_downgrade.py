@@ -5,7 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from mcpx.core import Ages, Revision, downgrade, downgrade_error, envelope
+from mcpx.core import Revision
+from mcpx.core.downgrade import Ages, downgrade, downgrade_error, envelope
 
 R24, R25A, R25B, R25C, R26 = list(Revision)
 

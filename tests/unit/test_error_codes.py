@@ -1,6 +1,6 @@
 """Every JSON-RPC error code outside the core is a name, and each name means what the core's does.
 
-``mcpx/core/_errors.py`` defines the codes once (JSON-RPC 2.0 §5.1 and
+``mcpx/core/errors.py`` defines the codes once (JSON-RPC 2.0 §5.1 and
 the MCP revisions' own, e.g. 2026-07-28's ``HEADER_MISMATCH``).  Code
 outside the core that writes ``-32603`` where it means ``INTERNAL_ERROR``
 hides which error it means from a reader and from a search.  A module
@@ -15,7 +15,7 @@ import ast
 from pathlib import Path
 
 import mcpx
-import mcpx.core._errors as errors
+from mcpx.core import errors
 
 PACKAGE = Path(mcpx.__file__).parent
 CODES = range(-32768, -31999)  # JSON-RPC 2.0 §5.1: the reserved range, where every MCP code lies

@@ -1,4 +1,4 @@
-"""The gateway's surface (``mcpx.core._gateway``): both modes, routing, URIs, cursors, schemas.
+"""The gateway's surface (``mcpx.core.gateway``): both modes, routing, URIs, cursors, schemas.
 
 The rules are spec/gateway.md §1 (the surface in gateway mode: "Resources and
 templates" for percent-encoding, "URIs inside results" for results carried
@@ -19,17 +19,9 @@ from typing import Any
 import fastjsonschema
 import pytest
 
-from mcpx.core import (
-    INVALID_PARAMS,
-    RESOURCE_NOT_FOUND,
-    REVISIONS,
-    Ages,
-    LocalProtocolError,
-    Revision,
-    downgrade,
-    envelope,
-)
-from mcpx.core._gateway import (
+from mcpx.core import INVALID_PARAMS, RESOURCE_NOT_FOUND, LocalProtocolError, Revision
+from mcpx.core.downgrade import Ages, downgrade, envelope
+from mcpx.core.gateway import (
     Answer,
     GatewayError,
     GatewaySurface,
@@ -38,12 +30,12 @@ from mcpx.core._gateway import (
     Route,
     UpstreamCatalog,
 )
-from mcpx.core._gateway_tools import (
+from mcpx.core.gateway_tools import (
     GATEWAY_TOOL_NAMES,
     gateway_tools,
     narrowed_capabilities,
 )
-from mcpx.core._gateway_uris import (
+from mcpx.core.gateway_uris import (
     McpxUriError,
     mcpx_uri,
     mcpx_uri_template,
@@ -51,6 +43,7 @@ from mcpx.core._gateway_uris import (
     rewrite_result_uris,
     template_matches,
 )
+from mcpx.core.revisions import REVISIONS
 from tests.conftest import schemas_dir
 from tests.schema_sweep import SchemaSweep
 

@@ -23,7 +23,7 @@ import pytest
 
 from mcpx.client import McpCallError
 from mcpx.core import RequestContext, Revision
-from mcpx.core._gateway import GatewayError
+from mcpx.core.gateway import GatewayError
 from mcpx.gateway import GatewayServer, Upstreams
 from mcpx.gateway import _server as server_module
 from mcpx.gateway import _upstreams as upstreams_module

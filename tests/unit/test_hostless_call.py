@@ -6,9 +6,9 @@ import anyio
 import pytest
 
 from mcpx.client import McpCallError
-from mcpx.core import NEWEST
-from mcpx.core._actions import build_request_context
-from mcpx.core._client import Progress
+from mcpx.core.actions import build_request_context
+from mcpx.core.client_session import Progress
+from mcpx.core.revisions import NEWEST
 from mcpx.gateway._calls import ask_round
 from mcpx.gateway._routing import _NoHost
 from mcpx.server import Context

@@ -19,7 +19,6 @@ import orjson
 import pytest
 
 from mcpx.core import (
-    LEGACY_REVISIONS,
     CancelRequest,
     CloseConnection,
     HandleRequest,
@@ -32,9 +31,8 @@ from mcpx.core import (
     ServerConfig,
     ToolHints,
     Trace,
-    encode_event,
 )
-from mcpx.core._client import (
+from mcpx.core.client_session import (
     AbandonStream,
     ClientSession,
     Completed,
@@ -43,7 +41,7 @@ from mcpx.core._client import (
     Ready,
     ServerNotification,
 )
-from mcpx.core._http_client import (
+from mcpx.core.http_client import (
     Closed,
     HttpClientConfig,
     HttpClientConnection,
@@ -55,6 +53,8 @@ from mcpx.core._http_client import (
     encode_header_value,
     tool_header_params,
 )
+from mcpx.core.revisions import LEGACY_REVISIONS
+from mcpx.core.sse import encode_event
 
 URL = "http://127.0.0.1:8000/mcp"
 INFO = {"name": "test-client", "version": "1"}

@@ -19,9 +19,9 @@ from mcpx.core import (
     SendBytes,
     ServerConfig,
     SessionEnded,
-    SseDecoder,
-    http_status_for,
 )
+from mcpx.core.http_server import http_status_for
+from mcpx.core.sse import SseDecoder
 
 CAPS = {"tools": {"listChanged": True}, "logging": {}, "resources": {"subscribe": True}}
 MODERN = {
@@ -598,8 +598,7 @@ def test_requests_outside_a_session_never_share_ids_or_listens() -> None:
 
 
 def test_an_oversized_sse_event_is_refused_however_it_arrives() -> None:
-    from mcpx.core import SseDecoder
-    from mcpx.core._sse import SseError
+    from mcpx.core.sse import SseDecoder, SseError
 
     event = b"data: " + b"x" * 100 + b"\n\n"
     for chunks in ([event], [event[:50], event[50:]], [bytes([b]) for b in event]):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from mcpx.core import AtOrAfter, Before, Between, Only, Revision, SpecPolicy
+from mcpx.core import Revision
+from mcpx.core.policy import AtOrAfter, Before, Between, Only, SpecPolicy
 
 R24, R25A, R25B, R25C, R26 = list(Revision)
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from mcpx.core import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
-from mcpx.core._pool import (
+from mcpx.core.pool import (
     ERROR_KINDS,
     CallFailed,
     CallTimedOut,

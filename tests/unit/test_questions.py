@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mcpx.core import Answered, CancelRequest, LocalProtocolError, ServerConfig, ServerSession
-from mcpx.core._rounds import Question, RoundTable
+from mcpx.core.rounds import Question, RoundTable
 from tests.unit.test_session import CAPS, MODERN_META, Harness
 
 KEY = b"k" * 32

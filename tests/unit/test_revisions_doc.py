@@ -37,13 +37,13 @@ def test_spec_revisions_md_is_up_to_date() -> None:
                 actual.splitlines(keepends=True),
                 expected.splitlines(keepends=True),
                 fromfile="spec/revisions.md (on disk)",
-                tofile="spec/revisions.md (from mcpx/core/_revisions.py)",
+                tofile="spec/revisions.md (from mcpx/core/revisions.py)",
                 n=1,
             )
         )
         shown = "".join(diff.splitlines(keepends=True)[:60])
         pytest.fail(
-            "spec/revisions.md is out of date with mcpx/core/_revisions.py; regenerate it with:\n"
+            "spec/revisions.md is out of date with mcpx/core/revisions.py; regenerate it with:\n"
             f"    {REGENERATE}\n(run from the repository root)\n\n{shown}",
             pytrace=False,
         )
@@ -73,10 +73,10 @@ def test_generator_imports_only_the_table_and_the_stdlib() -> None:
             modules |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             modules.add(node.module)
-    allowed_mcpx = {"mcpx.core._revisions"}
+    allowed_mcpx = {"mcpx.core.revisions"}
     for module in sorted(modules):
         top = module.split(".")[0]
         assert module in allowed_mcpx or module == "__future__" or top in sys.stdlib_module_names, (
-            f"mcpx/core/revisions_doc.py imports {module}; it may import only mcpx.core._revisions "
+            f"mcpx/core/revisions_doc.py imports {module}; it may import only mcpx.core.revisions "
             "and the standard library"
         )

@@ -1,9 +1,9 @@
-"""Every row of ``mcpx.core._revisions`` checked against the official MCP schemas.
+"""Every row of ``mcpx.core.revisions`` checked against the official MCP schemas.
 
 The table is hand-written; these tests are what keeps it honest.  Each test is
 parametrized by revision (and by row where that helps), and each assertion
 names the row, the revision and what the schema says, so a failure reads as a
-correction to make in ``mcpx/core/_revisions.py``.
+correction to make in ``mcpx/core/revisions.py``.
 
 The schemas come from ``$MCPX_SCHEMAS`` or ``../shared/mcp-schemas`` and are
 never copied into the repository; without them every test here is skipped
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcpx.core._revisions import (
+from mcpx.core.revisions import (
     CACHEABLE,
     ERROR_CODES,
     EXTENSION_METHODS,

@@ -1,6 +1,6 @@
 """A ``requestState``'s expiry is wall-clock time, while every machine takes a monotonic ``now``.
 
-``RoundTable`` (mcpx/core/_rounds.py) is given its process's ``wall_offset``
+``RoundTable`` (mcpx/core/rounds.py) is given its process's ``wall_offset``
 (wall clock minus monotonic) once, by the driver.  Two replicas sharing a
 state key have monotonic clocks that agree on nothing; the wall clock is
 what they share, so a retry carrying state one replica signed is judged by
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcpx.core._rounds import Question, RoundTable, StateError
+from mcpx.core.rounds import Question, RoundTable, StateError
 
 KEY = bytes(32)
 TTL = 100.0

@@ -1,4 +1,4 @@
-"""The router's headline rules, one scripted conversation each (``mcpx.core._router``).
+"""The router's headline rules, one scripted conversation each (``mcpx.core.router``).
 
 Each test plays the hosts and a scripted upstream server by hand, so a
 failure reads as a conversation: colliding ids from two hosts, a legacy
@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from mcpx.core import LocalProtocolError, Revision
-from mcpx.core._client import ClientSession, ServerRequest, ServerRequestCancelled
-from mcpx.core._router import (
+from mcpx.core.client_session import ClientSession, ServerRequest, ServerRequestCancelled
+from mcpx.core.router import (
     AbandonUpstream,
     AnswerHost,
     AskHost,
@@ -213,7 +213,7 @@ def test_no_progress_reaches_a_host_that_gave_no_token_and_the_hosts_token_never
 def test_narrowed_capabilities_are_computed_once_per_distinct_host_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import mcpx.core._router as module
+    import mcpx.core.router as module
 
     computed: list[Any] = []
     real = module.narrowed_capabilities

@@ -10,7 +10,6 @@ import pytest
 from mcpx.core import (
     CancelRequest,
     Close,
-    ConnectionState,
     EndStream,
     HandleRequest,
     LocalProtocolError,
@@ -18,10 +17,11 @@ from mcpx.core import (
     Send,
     ServerConfig,
     ServerSession,
-    SpecPolicy,
     Subscribed,
     Trace,
 )
+from mcpx.core.policy import SpecPolicy
+from mcpx.core.server_session import ConnectionState
 
 CAPS = {
     "tools": {"listChanged": True},

@@ -1,4 +1,4 @@
-"""The 2024-11-05 HTTP+SSE client transport (``mcpx.core._sse_client``), against a scripted peer in memory.
+"""The 2024-11-05 HTTP+SSE client transport (``mcpx.core.sse_client``), against a scripted peer in memory.
 
 MCP 2024-11-05, Transports → "HTTP with SSE".  Every connection the machine
 opens gets an ``h11`` server on the other end; the test reads what the client
@@ -16,10 +16,11 @@ import h11
 import orjson
 import pytest
 
-from mcpx.core import CloseConnection, LocalProtocolError, Revision, SendBytes, encode_event
-from mcpx.core._client import ClientSession, Completed, Failed, Ready
-from mcpx.core._http_client import Closed, JsonReceived, OpenConnection, RequestRefused, StreamEnded
-from mcpx.core._sse_client import (
+from mcpx.core import CloseConnection, LocalProtocolError, Revision, SendBytes
+from mcpx.core.client_session import ClientSession, Completed, Failed, Ready
+from mcpx.core.http_client import Closed, JsonReceived, OpenConnection, RequestRefused, StreamEnded
+from mcpx.core.sse import encode_event
+from mcpx.core.sse_client import (
     _TRANSITIONS,
     EndpointReady,
     SseClientConfig,

@@ -18,13 +18,13 @@ from mcpx.core import (
     Answered,
     CancelRequest,
     HandleRequest,
-    Question,
     Send,
     ServerConfig,
     ServerSession,
     TaskStore,
     ToolHints,
 )
+from mcpx.core.rounds import Question
 
 KEY = b"k" * 32
 EXT = "io.modelcontextprotocol/tasks"

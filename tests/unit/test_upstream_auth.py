@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mcpx.core._upstream_auth import (
+from mcpx.core.upstream_auth import (
     AUTH_TYPES,
     AuthConfigError,
     UpstreamAuth,

@@ -56,17 +56,17 @@ from typing import Any, Final
 
 import orjson
 
-from ._actions import Send, Trace, build_send
-from ._downgrade import downgrade
-from ._drafts import builder
-from ._errors import (
+from .actions import Send, Trace, build_send
+from .downgrade import downgrade
+from .drafts import builder
+from .errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
     LocalProtocolError,
 )
-from ._jsonrpc import (
+from .jsonrpc import (
     ErrorResponse,
     InvalidMessage,
     Notification,
@@ -75,7 +75,7 @@ from ._jsonrpc import (
     Response,
     parse_message,
 )
-from ._revisions import (
+from .revisions import (
     LEGACY_REVISIONS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -131,7 +131,7 @@ class Completed:
     result: Mapping[str, Any]
 
 
-_completed = builder(Completed)  # built per answer without __init__ (mcpx/core/_drafts.py)
+_completed = builder(Completed)  # built per answer without __init__ (mcpx/core/drafts.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

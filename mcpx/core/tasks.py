@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol
 
-from ._rounds import Question
+from .rounds import Question
 
 __all__ = [
     "TERMINAL",

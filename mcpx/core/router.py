@@ -127,8 +127,8 @@ from typing import Any, Final, TypeAlias
 
 import orjson
 
-from ._actions import Send, Trace
-from ._client import (
+from .actions import Send, Trace
+from .client_session import (
     AbandonStream,
     ClientSession,
     Completed,
@@ -140,12 +140,12 @@ from ._client import (
     ServerRequest,
     ServerRequestCancelled,
 )
-from ._drafts import builder
-from ._enums import Table
-from ._errors import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
-from ._gateway_tools import narrowed_capabilities
-from ._jsonrpc import RequestId
-from ._revisions import LOG_LEVELS
+from .drafts import builder
+from .enums import Table
+from .errors import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
+from .gateway_tools import narrowed_capabilities
+from .jsonrpc import RequestId
+from .revisions import LOG_LEVELS
 
 __all__ = [
     "OWN_ROOTS",
@@ -272,7 +272,7 @@ class UpstreamOutcome:
     event: Completed | Failed | InputRequired | Progress | ServerRequest | ServerRequestCancelled
 
 
-# The two actions of every call, built without __init__ (mcpx/core/_drafts.py).
+# The two actions of every call, built without __init__ (mcpx/core/drafts.py).
 _send_upstream = builder(SendUpstream)
 _answer = builder(AnswerHost)
 

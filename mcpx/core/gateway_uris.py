@@ -7,7 +7,7 @@ the gateway have their resource URIs rewritten to such URIs, so that a host
 can read what it was shown (spec/gateway.md §1, "URIs inside results").
 Encoding follows RFC 3986 (unreserved characters and sub-delimiters kept,
 every other byte of the UTF-8 text percent-encoded), templates RFC 6570.
-Pure functions of their arguments; ``GatewaySurface`` (``_gateway.py``)
+Pure functions of their arguments; ``GatewaySurface`` (``gateway.py``)
 uses them to build its lists and route reads.
 
 * ``mcpx_uri(namespace, uri)`` / ``parse_mcpx_uri(uri)``: the two

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import orjson
 
-from ._actions import Action
-from ._errors import PARSE_ERROR, LocalProtocolError, RemoteProtocolError
-from ._framing import DEFAULT_MAX_LINE, EndOfInput, LineReader, LineTooLong
-from ._jsonrpc import parse_error, repeated_error, repeated_member
-from ._rounds import RoundTable
-from ._session import ServerConfig, ServerSession
-from ._tasks import TaskStore
+from .actions import Action
+from .errors import PARSE_ERROR, LocalProtocolError, RemoteProtocolError
+from .framing import DEFAULT_MAX_LINE, EndOfInput, LineReader, LineTooLong
+from .jsonrpc import parse_error, repeated_error, repeated_member
+from .rounds import RoundTable
+from .server_session import ServerConfig, ServerSession
+from .tasks import TaskStore
 
 __all__ = ["StdioServerConnection"]
 

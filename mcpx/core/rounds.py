@@ -59,7 +59,7 @@ from typing import Any, Final
 
 import orjson
 
-from ._revisions import Revision
+from .revisions import Revision
 
 __all__ = [
     "ASK_METHODS",

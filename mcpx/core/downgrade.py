@@ -39,8 +39,8 @@ from typing import Any, Final
 
 import orjson
 
-from ._errors import INVALID_PARAMS
-from ._revisions import (
+from .errors import INVALID_PARAMS
+from .revisions import (
     CACHEABLE,
     ERROR_CODES,
     META_KEYS,

@@ -112,11 +112,11 @@ from urllib.parse import urlsplit
 import h11
 import orjson
 
-from ._errors import INTERNAL_ERROR, LocalProtocolError
-from ._http_wire import CloseConnection, SendBytes, buffered, header_map, reason_phrase
-from ._jsonrpc import RequestId
-from ._revisions import META_PROTOCOL_VERSION, REVISIONS, Revision
-from ._sse import SseDecoder, SseError
+from .errors import INTERNAL_ERROR, LocalProtocolError
+from .http_wire import CloseConnection, SendBytes, buffered, header_map, reason_phrase
+from .jsonrpc import RequestId
+from .revisions import META_PROTOCOL_VERSION, REVISIONS, Revision
+from .sse import SseDecoder, SseError
 
 __all__ = [
     "Closed",

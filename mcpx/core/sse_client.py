@@ -106,8 +106,8 @@ from urllib.parse import urljoin, urlsplit
 import h11
 import orjson
 
-from ._errors import INTERNAL_ERROR, LocalProtocolError
-from ._http_client import (
+from .errors import INTERNAL_ERROR, LocalProtocolError
+from .http_client import (
     Closed,
     HttpClientConfig,
     JsonReceived,
@@ -118,9 +118,9 @@ from ._http_client import (
     _excerpt,
     _reason,
 )
-from ._http_wire import CloseConnection, SendBytes, buffered, header_map
-from ._jsonrpc import RequestId
-from ._sse import SseDecoder, SseError, SseEvent
+from .http_wire import CloseConnection, SendBytes, buffered, header_map
+from .jsonrpc import RequestId
+from .sse import SseDecoder, SseError, SseEvent
 
 __all__ = [
     "EndpointReady",

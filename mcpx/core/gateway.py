@@ -37,7 +37,7 @@ never contains ``_`` (``mcpx.config``'s rule, repeated here), so the first
 same form with its ``{expressions}`` kept.  Results that came through the
 gateway (``mcpx_call``, a namespaced prompt, an ``mcpx://`` read) have their
 resource URIs rewritten to ``mcpx://`` ones ``/mcp`` can read (spec/gateway.md
-§1, "URIs inside results"), by ``rewrite_result_uris`` (``_gateway_uris.py``, with
+§1, "URIs inside results"), by ``rewrite_result_uris`` (``gateway_uris.py``, with
 the encoding rules).
 
 **Pass-through mode** (``mcp.passthrough`` names servers; spec/gateway.md §2):
@@ -128,16 +128,16 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from ._drafts import builder
-from ._errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, LocalProtocolError
-from ._gateway_tools import (
+from .drafts import builder
+from .errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, LocalProtocolError
+from .gateway_tools import (
     _SEARCH_LIMIT,
     _TOOLS_BY_NAME,
     GATEWAY_TOOL_NAMES,
     _check_arguments,
     _structured,
 )
-from ._gateway_uris import (
+from .gateway_uris import (
     _SCHEME,
     McpxUriError,
     _clip,
@@ -147,7 +147,7 @@ from ._gateway_uris import (
     rewrite_result_uris,
     template_matches,
 )
-from ._revisions import NEWEST, Revision
+from .revisions import NEWEST, Revision
 
 __all__ = [
     "OWN_NAMESPACE",
@@ -268,7 +268,7 @@ class Route:
         return message
 
 
-_route = builder(Route)  # one per routed call, built without __init__ (mcpx/core/_drafts.py)
+_route = builder(Route)  # one per routed call, built without __init__ (mcpx/core/drafts.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,7 +1,7 @@
 """What the HTTP bindings share, server and clients alike: the two connection actions and h11 helpers.
 
-The server binding (``_http.py``: Streamable HTTP and HTTP+SSE) and the
-client bindings (``_http_client.py``: Streamable HTTP; ``_sse_client.py``:
+The server binding (``http_server.py``: Streamable HTTP and HTTP+SSE) and the
+client bindings (``http_client.py``: Streamable HTTP; ``sse_client.py``:
 the 2024-11-05 HTTP+SSE transport) each drive one ``h11.Connection`` per
 connection, and each asks its driver for the same two things, in the same
 words: write these bytes on connection ``conn`` (``SendBytes``), close it

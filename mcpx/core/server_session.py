@@ -59,7 +59,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from ._actions import (
+from .actions import (
     Action,
     Answered,
     CancelRequest,
@@ -73,9 +73,9 @@ from ._actions import (
     build_request,
     build_send,
 )
-from ._downgrade import Ages, downgrade, downgrade_error, envelope
-from ._enums import Table
-from ._errors import (
+from .downgrade import Ages, downgrade, downgrade_error, envelope
+from .enums import Table
+from .errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -85,8 +85,8 @@ from ._errors import (
     LocalProtocolError,
     RemoteProtocolError,
 )
-from ._jsonrpc import _EMPTY as _NO_META  # what Request.meta is without a _meta object
-from ._jsonrpc import (
+from .jsonrpc import _EMPTY as _NO_META  # what Request.meta is without a _meta object
+from .jsonrpc import (
     ErrorResponse,
     InvalidMessage,
     Message,
@@ -97,8 +97,8 @@ from ._jsonrpc import (
     is_request_id,
     parse_message,
 )
-from ._policy import SpecPolicy
-from ._revisions import (
+from .policy import SpecPolicy
+from .revisions import (
     EXTENSION_METHODS,
     LEGACY_REVISIONS,
     LOG_LEVELS,
@@ -118,8 +118,8 @@ from ._revisions import (
     Sender,
     method_rule,
 )
-from ._rounds import MRTR_METHODS, Question, RoundTable, StateError, question_refusal, required_capability
-from ._tasks import Task, TaskStore
+from .rounds import MRTR_METHODS, Question, RoundTable, StateError, question_refusal, required_capability
+from .tasks import Task, TaskStore
 
 __all__ = ["ConnectionState", "ServerConfig", "ServerSession"]
 

@@ -8,7 +8,7 @@ and 2026-07-28 server/tools pages describe a ``Tool`` (``inputSchema``,
 call to one goes through (``_check_arguments``, by the rules read from
 those schemas once), the JSON text that accompanies their structured
 results, and the capabilities a host's are narrowed onto
-(``narrowed_capabilities``).  ``GatewaySurface`` (``_gateway.py``) answers
+(``narrowed_capabilities``).  ``GatewaySurface`` (``gateway.py``) answers
 the calls.
 """
 

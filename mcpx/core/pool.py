@@ -106,9 +106,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
-from ._drafts import builder
-from ._enums import Table
-from ._errors import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
+from .drafts import builder
+from .enums import Table
+from .errors import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
 
 __all__ = [
     "ERROR_KINDS",
@@ -261,7 +261,7 @@ class Granted:
     instance: int
 
 
-_granted = builder(Granted)  # one per call, built without __init__ (mcpx/core/_drafts.py)
+_granted = builder(Granted)  # one per call, built without __init__ (mcpx/core/drafts.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

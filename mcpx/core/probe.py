@@ -113,16 +113,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
-from ._downgrade import downgrade
-from ._errors import (
+from .downgrade import downgrade
+from .errors import (
     HEADER_MISMATCH,
     INVALID_REQUEST,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
     LocalProtocolError,
 )
-from ._jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response, parse_message
-from ._revisions import (
+from .jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response, parse_message
+from .revisions import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
@@ -130,8 +130,8 @@ from ._revisions import (
     REVISIONS,
     Revision,
 )
-from ._sse import SseDecoder, SseError
-from ._sse_client import resolve_endpoint
+from .sse import SseDecoder, SseError
+from .sse_client import resolve_endpoint
 
 __all__ = [
     "CloseResponse",

@@ -33,8 +33,8 @@ from typing import Any, Final, TypeGuard
 
 import orjson
 
-from ._drafts import builder
-from ._errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RemoteProtocolError
+from .drafts import builder
+from .errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, RemoteProtocolError
 
 __all__ = [
     "ErrorResponse",
@@ -274,7 +274,7 @@ def _readable_id(obj: Mapping[str, Any]) -> RequestId | None:
     return value if is_request_id(value) else None
 
 
-# What parse_message builds, already validated: without __init__ (mcpx/core/_drafts.py).
+# What parse_message builds, already validated: without __init__ (mcpx/core/drafts.py).
 _request = builder(Request)
 _response = builder(Response)
 

@@ -50,9 +50,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ._drafts import draft_of
-from ._jsonrpc import RequestId
-from ._revisions import Revision
+from .drafts import draft_of
+from .jsonrpc import RequestId
+from .revisions import Revision
 
 __all__ = [
     "Action",

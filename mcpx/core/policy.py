@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._revisions import REVISIONS, Revision, parse_revision
+from .revisions import REVISIONS, Revision, parse_revision
 
 __all__ = ["AtOrAfter", "Before", "Between", "Only", "RevisionPredicate", "SpecPolicy"]
 

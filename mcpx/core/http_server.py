@@ -73,7 +73,7 @@ from urllib.parse import parse_qs, urlsplit
 import h11
 import orjson
 
-from ._actions import (
+from .actions import (
     Answered,
     CancelRequest,
     Close,
@@ -85,7 +85,7 @@ from ._actions import (
     SuspendStream,
     Trace,
 )
-from ._errors import (
+from .errors import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -93,19 +93,19 @@ from ._errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     LocalProtocolError,
 )
-from ._http_wire import CloseConnection, SendBytes, buffered, header_map, holds_input, reason_phrase
-from ._jsonrpc import ErrorResponse, RequestId, repeated_member
-from ._revisions import (
+from .http_wire import CloseConnection, SendBytes, buffered, header_map, holds_input, reason_phrase
+from .jsonrpc import ErrorResponse, RequestId, repeated_member
+from .revisions import (
     LEGACY_REVISIONS,
     META_PROTOCOL_VERSION,
     MODERN_REVISIONS,
     REVISIONS,
     Revision,
 )
-from ._rounds import Question, RoundTable
-from ._session import ServerConfig, ServerSession
-from ._sse import comment, encode_event
-from ._tasks import TaskStore
+from .rounds import Question, RoundTable
+from .server_session import ServerConfig, ServerSession
+from .sse import comment, encode_event
+from .tasks import TaskStore
 
 __all__ = [
     "AppRequest",
