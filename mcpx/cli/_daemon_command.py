@@ -33,8 +33,8 @@ OPTIONS: Mapping[str, str] = {  # the option -> the setting it sets ("" for --lo
 
 
 # The daemon's event loop when none is named.  uvloop, measured side by side, costs the daemon
-# the same per routed call (its work is Python, not the loop's), and on it a handed-over host's
-# garbage input makes the daemon log a traceback (spec/gateway.md §8): ``--loop uvloop`` if wanted.
+# the same per routed call (its work is Python, not the loop's; spec/gateway.md §8):
+# ``--loop uvloop`` if wanted.
 DEFAULT_LOOP = "asyncio"
 
 

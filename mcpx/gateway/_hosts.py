@@ -98,6 +98,10 @@ class _Announcer:
             self.tg.start_soon(self.send, {"done": request_id})
 
 
+SHIM_LEAVES_WITHIN = 2.0
+"""How long the daemon waits for a shim told ``ended`` to close its end before closing its own."""
+
+
 class _WatchedReader:
     """The host's stdin, announcing a settled handshake before each read."""
 
@@ -308,6 +312,11 @@ class HostListener:
                         server, conn, _WatchedReader(reader, announcer), writer, watch=announcer
                     )
                 await announcer.send({"ended": True})
+                # The shim leaves on hearing it, and its end closing the socket ends the group
+                # (``_until_shim_leaves``).  Waited for rather than cancelled: a read cancelled just
+                # as the socket turns readable sets a finished future on uvloop, which logs it.
+                with anyio.move_on_after(SHIM_LEAVES_WITHIN):
+                    await anyio.sleep_forever()
             finally:
                 announcer.mirror.close()
                 tg.cancel_scope.cancel()

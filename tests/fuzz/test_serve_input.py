@@ -13,8 +13,8 @@ port 0; its upstream is the built-in default, mcpx's demo server as
 * 2026-07-28: no handshake, and ``_meta`` with protocolVersion,
   clientCapabilities and clientInfo on every request;
 
-in one of the shim's modes: the host's pipes handed to the daemon (``fds``,
-the default) or relayed by the shim (``lines``, ``MCPX_SERVE_RELAY=1``).  As
+on each of the daemon's event loops (asyncio, uvloop, trio), in one of
+the shim's modes: the host's pipes handed to the daemon (``fds``, the default) or relayed by the shim (``lines``, ``MCPX_SERVE_RELAY=1``).  As
 a host keeps one server process for its session, one ``mcpx serve`` per era
 and mode takes every batch of bad input in turn, and must still end cleanly
 when the module is done.
@@ -69,9 +69,10 @@ EXAMPLES = settings(max_examples=max(10, settings.default.max_examples // 10), d
 # ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    shared = Daemon(tmp_path_factory.mktemp("serve-input"))
+@pytest.fixture(scope="module", params=["asyncio", "uvloop", "trio"])
+def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """The daemon of every test here, on each of its event loops in turn (``MCPX_LOOP``)."""
+    shared = Daemon(tmp_path_factory.mktemp("serve-input"), MCPX_LOOP=request.param)
     yield shared
     shared.stop()
 
@@ -84,6 +85,9 @@ def hosts(daemon: Daemon) -> Iterator[Callable[[str, str], Host]]:
     start side by side, and shake hands once all are spawned.
     """
     opened = {(LEGACY[0], "fds"): Host(daemon, LEGACY[0], "fds")}
+    asked = daemon.env["MCPX_LOOP"]
+    running = json.loads((daemon.state / "daemon.json").read_bytes()).get("loop")
+    assert running == asked, f"the daemon runs on {running}, not on {asked} as asked"
     later = [(era, mode) for era in (BATCHES, *ERAS) for mode in MODES if (era, mode) not in opened]
     try:
         for era, mode in later:
