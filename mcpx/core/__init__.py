@@ -35,6 +35,7 @@ lives in a named submodule, one per subject, with names that pair up:
 =====================  ======================================================
 
 Underscored names inside a submodule are private and may change.
+``spec/machines.md`` lists each machine's inputs, actions and events.
 """
 
 from .actions import (

@@ -8,9 +8,10 @@ at end) and the time; it drains ``next_actions()`` and writes ``SendBytes``,
 closes on ``CloseConnection``, and runs the application for ``HandleRequest``
 exactly as it does for stdio; ``SessionEnded(identity)`` says a legacy
 session ended (deleted, idle, evicted, or its SSE stream lost), so the
-application can let go of what it kept for it.  Session ids are drawn from
-``new_session_id``, which the caller supplies (randomness stays outside the
-core).  A whole, plain
+application can let go of what it kept for it.  Session ids are derived
+from ``session_key``, a secret the caller draws (randomness stays outside the
+core): the n-th is ``session_id(session_key, n)``, 192 bits of HMAC-SHA256,
+as unguessable as the key.  A whole, plain
 POST read in one chunk, and its plain JSON answer, skip h11
 (``_plain_request``: h11's grammar, and the bytes h11 would write); anything
 else is h11's.
@@ -62,6 +63,7 @@ import base64
 import binascii
 import hashlib
 import heapq
+import hmac
 import itertools
 import re
 from collections import deque
@@ -116,7 +118,22 @@ __all__ = [
     "SendBytes",
     "SessionEnded",
     "http_status_for",
+    "session_id_for",
 ]
+
+_MIN_KEY_BYTES: Final = 16
+
+
+def session_id_for(key: bytes, number: int) -> str:
+    """The ``number``-th ``Mcp-Session-Id`` a server keyed ``key`` mints (from 1): 32 URL-safe characters.
+
+    HMAC-SHA256 of the number under the key, cut to 192 bits: visible
+    ASCII as every revision's transports page asks of a session id, and
+    unguessable by anyone without the key.
+    """
+    digest = hmac.new(key, number.to_bytes(8, "big"), hashlib.sha256).digest()[:24]
+    return base64.urlsafe_b64encode(digest).decode("ascii")
+
 
 HEADERLESS: Final = Revision.V2025_03_26  # no MCP-Protocol-Version: what the transport pages say to assume
 _PRIMING_FROM: Final = Revision.V2025_11_25  # priming events and retry (2025-11-25 basic/transports)
@@ -327,7 +344,7 @@ class HttpServer:
         config: ServerConfig,
         http: HttpConfig,
         *,
-        new_session_id: Callable[[], str],
+        session_key: bytes,
         rounds: RoundTable | None = None,
         tasks: TaskStore | None = None,
     ) -> None:
@@ -337,7 +354,10 @@ class HttpServer:
         self._timed: set[ServerSession] = set()  # sessions whose questions have deadlines
         self._expired: set[int] = set()  # calls given up while parked: nothing left to discard
         self.http = http
-        self._new_session_id = new_session_id
+        if len(session_key) < _MIN_KEY_BYTES:
+            raise ValueError(f"session_key must be at least {_MIN_KEY_BYTES} random bytes")
+        self._session_key = session_key
+        self._session_numbers: Iterator[int] = itertools.count(1)
         self._tokens: Iterator[int] = itertools.count(1)
         self._keys: Iterator[int] = itertools.count(1)
         self._actions: list[HttpAction] = []
@@ -566,7 +586,8 @@ class HttpServer:
         session = self._token_session.get(token)
         if session is None:
             raise LocalProtocolError(f"no request with token {token} is in flight")
-        ask_id = session.ask(token, questions, now=self._now)
+        session.advance(self._now)
+        ask_id = session.ask(token, questions)
         self._pump(session)
         return ask_id
 
@@ -1009,9 +1030,7 @@ class HttpServer:
     def _initialize(self, c: _Conn, body: Any, accept_sse: bool, now: float) -> None:
         if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
             raise _HttpError(503, "too many open sessions; try again later", request_id=_id_of(body))
-        session_id = self._new_session_id()
-        if not session_id or not all(0x21 <= ord(ch) <= 0x7E for ch in session_id):
-            raise LocalProtocolError("session ids must be non-empty visible ASCII")
+        session_id = session_id_for(self._session_key, next(self._session_numbers))
         session = ServerSession(
             self.config,
             can_push=True,
@@ -1185,7 +1204,7 @@ class HttpServer:
             )
         if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
             raise _HttpError(503, "too many open sessions; try again later")
-        session_id = self._new_session_id()
+        session_id = session_id_for(self._session_key, next(self._session_numbers))
         session = ServerSession(
             self.config,
             can_push=True,
@@ -1228,7 +1247,7 @@ class HttpServer:
             error = ErrorResponse(id=None, code=PARSE_ERROR, message=f"Parse error: {exc}").to_obj()
             self._deliver(hs.standalone, orjson.dumps(error), final=False, error_code=PARSE_ERROR)
         if body is not None:
-            hs.session.receive_json(body, stream=hs.standalone.key)
+            hs.session.receive_json(body, stream=hs.standalone.key, now=self._now)
             self._pump(hs.session)
 
     # ------------------------------------------------------------------

@@ -597,7 +597,7 @@ class ServerSession:
         *,
         stream: int | None = None,
         revision: Revision | None = None,
-        now: float | None = None,
+        now: float,
     ) -> None:
         """One message from the peer.
 
@@ -609,8 +609,7 @@ class ServerSession:
         makes the request answer to 2026-07-28's rules even without ``_meta``.
         ``now`` (monotonic) checks a ``requestState``'s expiry, through the round table's ``wall_offset``.
         """
-        if now is not None:
-            self.advance(now)
+        self.advance(now)
         outer = self._enter_input(stream, revision)
         try:
             self._receive(message, None)
@@ -623,11 +622,10 @@ class ServerSession:
         *,
         stream: int | None = None,
         revision: Revision | None = None,
-        now: float | None = None,
+        now: float,
     ) -> None:
-        """One decoded JSON value: a message or (2025-03-26) a batch."""
-        if now is not None:
-            self.advance(now)
+        """One decoded JSON value: a message or (2025-03-26) a batch; ``now`` as ``receive_message``."""
+        self.advance(now)
         if (
             type(obj) is dict
             and self._plain_ok
@@ -646,7 +644,7 @@ class ServerSession:
         except InvalidMessage as exc:
             self.receive_invalid(exc, stream=stream, revision=revision)
             return
-        self.receive_message(message, stream=stream, revision=revision)
+        self.receive_message(message, stream=stream, revision=revision, now=now)
 
     def receive_invalid(
         self, error: RemoteProtocolError, *, stream: int | None = None, revision: Revision | None = None
@@ -946,7 +944,7 @@ class ServerSession:
     # Questions a call asks its client (spec/messages.md §5; _rounds for the rules)
     # ------------------------------------------------------------------
 
-    def ask(self, token: int, questions: list[Question], *, now: float | None = None) -> int:
+    def ask(self, token: int, questions: list[Question]) -> int:
         """Put ``questions`` to the client of call ``token``; returns the ask id.
 
         The answer comes as an ``Answered`` action with that id: the client's
@@ -956,8 +954,6 @@ class ServerSession:
         the call's stream; a 2026-07-28 request is answered ``input_required``
         and the call waits, parked, for the retry that brings the answers.
         """
-        if now is not None:
-            self.advance(now)
         rec = self._inflight.get(token)
         if rec is None:
             raise LocalProtocolError(f"no request with token {token} is in flight")

@@ -67,7 +67,7 @@ class StdioServerConnection:
                         continue
                     if plain is not None and plain(obj):
                         continue
-                receive_json(obj)
+                receive_json(obj, now=now)
             elif isinstance(event, LineTooLong):
                 session.receive_invalid(
                     RemoteProtocolError(

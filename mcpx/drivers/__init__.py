@@ -119,9 +119,9 @@ def wall_offset() -> float:
     return time.time() - time.monotonic()
 
 
-def new_session_id() -> str:
-    """192 random bits, URL-safe visible ASCII (``Mcp-Session-Id``)."""
-    return secrets.token_urlsafe(24)
+def new_session_key() -> bytes:
+    """The secret an ``HttpServer`` derives its ``Mcp-Session-Id`` values from: 256 random bits."""
+    return secrets.token_bytes(32)
 
 
 def _is_loopback(host: str) -> bool:
@@ -180,7 +180,7 @@ def serve_http(
     core = HttpServer(
         config or server.session_config(trace=trace),
         http,
-        new_session_id=new_session_id,
+        session_key=new_session_key(),
         rounds=rounds if rounds is not None else new_round_table(state_key),
         tasks=new_task_store(),
     )

@@ -29,11 +29,9 @@ limit cheaply; the others use ``HttpConfig()``.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import re
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,6 +51,7 @@ from mcpx.core import (
     SessionEnded,
     Trace,
 )
+from mcpx.core.http_server import session_id_for
 from mcpx.core.sse import SseDecoder
 
 from ._examples import tick
@@ -70,16 +69,15 @@ PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
 PONG = {"jsonrpc": "2.0", "id": 1, "result": {}}
 
 
-def counting_ids() -> Callable[[], str]:
-    """``s1``, ``s2``, …: predictable, so junk and plans can name the sessions they create."""
-    numbers = itertools.count(1)
-    return lambda: f"s{next(numbers)}"
+PLAN_KEY = b"mcpx-fuzz-plans-" * 2
+"""The key of a ``Wire``'s server by default: plans and junk can name the sessions it will mint."""
+OPAQUE_KEY = b"mcpx-fuzz-opaque" * 2
+"""Another key, whose ids no plan names: no junk can name another client's session."""
 
 
-def opaque_ids() -> Callable[[], str]:
-    """Deterministic but unguessable ids: no junk can name another client's session."""
-    numbers = itertools.count(1)
-    return lambda: hashlib.sha256(b"mcpx-fuzz-%d" % next(numbers)).hexdigest()[:24]
+def plan_session(key: bytes, number: int) -> bytes:
+    """The ``number``-th session id (from 1) a server keyed ``key`` mints, as bytes for a header."""
+    return session_id_for(key, number).encode()
 
 
 # ----------------------------------------------------------------------------
@@ -223,6 +221,9 @@ def check_reply(reply: Reply) -> None:
 # ----------------------------------------------------------------------------
 
 
+_MINTED = 256
+
+
 class Wire:
     """``HttpServer`` in memory: connections, a fake clock, and an application that answers."""
 
@@ -230,20 +231,15 @@ class Wire:
         self,
         *,
         app: str = "answer",
-        ids: Callable[[], str] | None = None,
+        key: bytes = PLAN_KEY,
         lose_early: bool = True,
         http: HttpConfig = HTTP,
     ) -> None:
         self.now = 1000.0
-        self.minted: list[str] = []
-        make_id = ids or counting_ids()
-
-        def mint() -> str:
-            self.minted.append(make_id())
-            return self.minted[-1]
-
+        # The ids the server can have minted: an example opens far fewer sessions than this.
+        self.minted = [session_id_for(key, n) for n in range(1, _MINTED + 1)]
         self.http = http
-        self.server = HttpServer(CONFIG, http, new_session_id=mint)
+        self.server = HttpServer(CONFIG, http, session_key=key)
         self.app = app  # answer | hold (answer at settle()) | error (some answers are errors)
         self.lose_early = lose_early  # report connection_lost right after CloseConnection
         self.conns = itertools.count(1)
@@ -447,15 +443,18 @@ SPLIT_HTTP = HttpConfig(max_header_bytes=1024)
 
 
 def plan_bytes(ops: list[Op], *, legacy: bool) -> bytes:
-    """The whole plan as one byte string, naming sessions by the ids ``counting_ids`` will mint.
+    """The whole plan as one byte string, naming sessions by the ids a ``Wire`` keyed ``PLAN_KEY`` mints.
 
-    With ``legacy`` an HTTP+SSE stream opened first holds ``s1``; the plan's
-    ``initialize`` requests mint ``s2`` on.
+    With ``legacy`` an HTTP+SSE stream opened first holds the first; the
+    plan's ``initialize`` requests mint the second on.
     """
     first = 2 if legacy else 1
     return b"".join(
         render_op(
-            op, lambda k: b"s%d" % (k + first), max_header_bytes=SPLIT_HTTP.max_header_bytes, serial=serial
+            op,
+            lambda k: plan_session(PLAN_KEY, k + first),
+            max_header_bytes=SPLIT_HTTP.max_header_bytes,
+            serial=serial,
         )
         for serial, op in enumerate(ops)
     )
@@ -599,7 +598,7 @@ class Client:
 
 
 def run_isolated(steps: list[tuple[str, Any]], with_junk: bool) -> tuple[Any, ...]:
-    wire = Wire(app="answer", ids=opaque_ids())
+    wire = Wire(app="answer", key=OPAQUE_KEY)
     junk = wire.open()
     client = Client(wire, wire.open())
     for who, what in steps:

@@ -190,13 +190,15 @@ def test_a_plain_request_takes_the_quick_way() -> None:
 def test_a_legacy_request_on_an_http_stream_takes_the_quick_way() -> None:
     quick, _ = _pair(False)
     header = parse_revision(LEGACY_STRINGS[-1])
-    quick.receive_json(orjson.loads(to_line(initialize(100, LEGACY_STRINGS[-1]))), stream=100, revision=None)
-    quick.receive_json(notification("notifications/initialized"), stream=None, revision=header)
+    quick.receive_json(
+        orjson.loads(to_line(initialize(100, LEGACY_STRINGS[-1]))), stream=100, revision=None, now=0.0
+    )
+    quick.receive_json(notification("notifications/initialized"), stream=None, revision=header, now=0.0)
     quick.next_actions()
     plain = quick._receive_plain
     taken: list[Any] = []
     quick._receive_plain = lambda obj, stream=None: taken.append(stream) or plain(obj, stream)  # type: ignore[method-assign]
-    quick.receive_json(request(6, "tools/list", {}), stream=101, revision=header)
+    quick.receive_json(request(6, "tools/list", {}), stream=101, revision=header, now=0.0)
     (handled,) = quick.next_actions()
     assert taken == [101] and isinstance(handled, HandleRequest)
     quick.respond(handled.token, {"tools": []})

@@ -329,7 +329,8 @@ class RoundsMachine(RuleBasedStateMachine):
                 "clientInfo": {"name": "c", "version": "1"},
             }
             self.session.receive_json(
-                wire({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": params})
+                wire({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": params}),
+                now=self.now,
             )
             out = self.drain()
             assert (
@@ -337,7 +338,9 @@ class RoundsMachine(RuleBasedStateMachine):
                 == handshake
             )
             out.assert_empty()
-            self.session.receive_json(wire({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            self.session.receive_json(
+                wire({"jsonrpc": "2.0", "method": "notifications/initialized"}), now=self.now
+            )
             self.drain().assert_empty()
             self.revision, self.session_caps = handshake, caps
         for era, method, ahead in first:  # every run starts with a call or three
@@ -450,7 +453,7 @@ class RoundsMachine(RuleBasedStateMachine):
             ask.sids = {}
 
     def send(self, obj: dict[str, Any], stream: int | None = None) -> Out:
-        self.session.receive_json(wire(obj), stream=stream)
+        self.session.receive_json(wire(obj), stream=stream, now=self.now)
         return self.drain()
 
     def expected_timer(self) -> float | None:

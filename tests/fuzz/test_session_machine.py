@@ -59,6 +59,7 @@ from mcpx.core import (
     Revision,
     Send,
     ServerSession,
+    Subscribed,
     Trace,
 )
 from mcpx.core.revisions import LOG_LEVELS, METHODS, Sender, method_rule
@@ -346,9 +347,12 @@ class SessionMachine(RuleBasedStateMachine):
             "note": [],
             "request": [],
             "end": [],
+            "subscribed": [],
         }
         for action in acts:
-            if isinstance(action, EndStream):
+            if isinstance(action, Subscribed):  # the application is told, before the answer
+                kinds["subscribed"].append(action.uri)
+            elif isinstance(action, EndStream):
                 kinds["end"].append(action.stream)
             elif isinstance(action, HandleRequest):
                 kinds["handle"].append(action)
@@ -590,20 +594,25 @@ class SessionMachine(RuleBasedStateMachine):
     def peer_input(self, obj: Any) -> bool:
         """Feed ``obj``; returns False when the input was (rightly) refused after end of input."""
         if self.state not in OPEN:
-            self.refused(self.session.receive_json, obj)
+            self.refused(self.session.receive_json, obj, now=self.now)
             return False
-        self.session.receive_json(obj)
+        self.session.receive_json(obj, now=self.now)
         return True
 
     def send_request(self, obj: dict[str, Any]) -> None:
         obj = wire(obj)
         if self.state not in OPEN:
-            self.refused(self.session.receive_json, obj)
+            self.refused(self.session.receive_json, obj, now=self.now)
             return
         expect = self.predict(obj, in_batch=False, live=self.live())
-        self.session.receive_json(obj)
+        self.session.receive_json(obj, now=self.now)
         kinds = self.split(self.actions())
         assert not kinds["cancel"] and not kinds["peer"] and not kinds["close"] and not kinds["batch"]
+        if kinds["subscribed"]:  # only a subscription, for the URI it names, and only when it succeeds
+            assert obj["method"] in ("resources/subscribe", "subscriptions/listen"), kinds["subscribed"]
+            assert expect.kind != "error", (obj, kinds["subscribed"])
+            if obj["method"] == "resources/subscribe":
+                assert kinds["subscribed"] == [obj["params"]["uri"]], (obj, kinds["subscribed"])
         req = self.new_req(obj, expect, None)
         if expect.kind in ("error", "result"):
             assert not kinds["handle"], kinds

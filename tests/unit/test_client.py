@@ -467,7 +467,6 @@ def serve(server: ServerSession, client: ClientSession, answer: Any) -> list[Any
                                 },
                             )
                         ],
-                        now=0.0,
                     )
                 else:
                     server.respond(action.token, {"content": [{"type": "text", "text": "ok"}]})

@@ -134,6 +134,21 @@ def test_no_core_config_takes_a_callable() -> None:
     assert {name: fields for name, fields in taking_code.items() if fields} == {}
 
 
+def test_no_machine_is_made_with_a_callable() -> None:
+    """Nor is a machine given code when it is made: a session id, like a time, comes from data (a key)."""
+    machines = [name for name in mcpx.core.__all__ if hasattr(getattr(mcpx.core, name), "next_actions")]
+    assert {"ServerSession", "HttpServer", "ClientSession", "Pool", "Router"} <= set(machines)
+    taking_code = {
+        name: [
+            parameter
+            for parameter, hint in typing.get_type_hints(getattr(mcpx.core, name).__init__).items()
+            if _callables_in(hint)
+        ]
+        for name in machines
+    }
+    assert {name: params for name, params in taking_code.items() if params} == {}
+
+
 def test_the_callable_check_sees_a_callable_field() -> None:
     assert _callables_in(collections.abc.Callable[[str], None] | None)
     assert _callables_in(dict[str, collections.abc.Callable[[], int]])

@@ -10,7 +10,6 @@ from a scripted peer instead.
 from __future__ import annotations
 
 import base64
-import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,8 +52,13 @@ from mcpx.core.http_client import (
     encode_header_value,
     tool_header_params,
 )
+from mcpx.core.http_server import session_id_for
 from mcpx.core.revisions import LEGACY_REVISIONS
 from mcpx.core.sse import encode_event
+
+SESSION_KEY = b"k" * 32  # the server's: the session ids it mints are known in advance
+SESSION_1, SESSION_2 = session_id_for(SESSION_KEY, 1), session_id_for(SESSION_KEY, 2)
+
 
 URL = "http://127.0.0.1:8000/mcp"
 INFO = {"name": "test-client", "version": "1"}
@@ -98,7 +102,6 @@ class Pair:
         **client: Any,
     ) -> None:
         self.now = 1000.0
-        ids = (f"session-{n}" for n in itertools.count(1))
         tools = ToolHints(header_params=dict(header_params)) if header_params is not None else None
         config = ServerConfig(
             server_info={"name": "srv", "version": "1"}, capabilities=CAPS, trace=True, tools=tools
@@ -111,7 +114,7 @@ class Pair:
                 revisions=server_revisions,
                 tools=tools,
             )
-        self.server = HttpServer(config, HttpConfig(session_idle=60), new_session_id=lambda: next(ids))
+        self.server = HttpServer(config, HttpConfig(session_idle=60), session_key=SESSION_KEY)
         self.client = HttpClientConnection(
             HttpClientConfig(url=URL, modern=modern, user_agent="mcpx-test/1", **client)
         )
@@ -223,17 +226,17 @@ def test_legacy_handshake_sets_the_session_and_calls_a_tool(rev: Revision) -> No
     p = Pair(offer=rev)
     ready = p.handshake()
     assert ready.revision == rev
-    assert p.client.session_id == "session-1" and p.client.revision == rev
+    assert p.client.session_id == SESSION_1 and p.client.revision == rev
     (init,) = p.sent_for("initialize")
     assert init.method == "POST" and init.headers["accept"] == "application/json, text/event-stream"
     assert init.headers["content-type"] == "application/json"
     assert init.headers["host"] == "127.0.0.1:8000" and init.headers["user-agent"] == "mcpx-test/1"
     assert "mcp-session-id" not in init.headers and "mcp-protocol-version" not in init.headers
     (initialized,) = p.sent_for("notifications/initialized")
-    assert initialized.headers["mcp-session-id"] == "session-1"
+    assert initialized.headers["mcp-session-id"] == SESSION_1
     handle, action = p.call("tools/call", {"name": "echo", "arguments": {"x": 1}})
     (call,) = p.sent_for("tools/call")
-    assert call.headers["mcp-session-id"] == "session-1"
+    assert call.headers["mcp-session-id"] == SESSION_1
     if rev == Revision.V2025_03_26:  # the header starts with 2025-06-18
         assert (
             "mcp-protocol-version" not in call.headers and "mcp-protocol-version" not in initialized.headers
@@ -271,7 +274,7 @@ def test_the_get_stream_receives_list_changed() -> None:
     p.client.open_get_stream(p.now)
     p.pump()
     (get,) = [s for s in p.sent if s.method == "GET"]
-    assert get.headers["accept"] == "text/event-stream" and get.headers["mcp-session-id"] == "session-1"
+    assert get.headers["accept"] == "text/event-stream" and get.headers["mcp-session-id"] == SESSION_1
     assert get.headers["mcp-protocol-version"] == "2025-11-25" and "last-event-id" not in get.headers
     p.server.notify_list_changed("tools")
     p.pump()
@@ -327,15 +330,15 @@ def test_a_404_for_the_session_is_session_expired_and_reinitialising_works() -> 
     p.pump()
     failed = p.only(Failed)
     assert failed.handle == handle and "session" in failed.error["message"]
-    assert p.only(SessionExpired).session_id == "session-1"
+    assert p.only(SessionExpired).session_id == SESSION_1
     assert p.client.session_id is None
     p.session = p.new_session()
     p.session.start()
     p.pump()
-    assert p.client.session_id == "session-2"
+    assert p.client.session_id == SESSION_2
     assert "mcp-session-id" not in p.sent_for("initialize")[-1].headers
     _, action = p.call("tools/list")
-    assert p.sent_for("tools/list")[-1].headers["mcp-session-id"] == "session-2"
+    assert p.sent_for("tools/list")[-1].headers["mcp-session-id"] == SESSION_2
     p.respond(action, {"tools": []})
     assert p.only(Completed).result == {"tools": []}
 
@@ -346,7 +349,7 @@ def test_close_deletes_the_session() -> None:
     p.client.close(p.now)
     p.pump()
     (delete,) = [s for s in p.sent if s.method == "DELETE"]
-    assert delete.headers["mcp-session-id"] == "session-1"
+    assert delete.headers["mcp-session-id"] == SESSION_1
     assert delete.headers["mcp-protocol-version"] == "2025-11-25"
     assert p.only(Closed) == Closed()
     assert any(t.event == "session-ended" and t.detail.get("why") == "deleted" for t in p.traces)

@@ -20,7 +20,7 @@ from mcpx.core import (
     ServerConfig,
     SessionEnded,
 )
-from mcpx.core.http_server import http_status_for
+from mcpx.core.http_server import http_status_for, session_id_for
 from mcpx.core.sse import SseDecoder
 
 CAPS = {"tools": {"listChanged": True}, "logging": {}, "resources": {"subscribe": True}}
@@ -47,14 +47,16 @@ class Reply:
         return [orjson.loads(e.data) for e in self.events() if e.data]
 
 
+SESSION_KEY = b"k" * 32  # the tests' own: every session id is predictable from it
+
+
 class Harness:
     def __init__(self, **http: Any) -> None:
         self.now = 1000.0
-        ids = (f"session-{n}" for n in itertools.count(1))
         self.http = HttpServer(
             ServerConfig(server_info={"name": "t", "version": "1"}, capabilities=CAPS),
             HttpConfig(**http),
-            new_session_id=lambda: next(ids),
+            session_key=SESSION_KEY,
         )
         self.conns = itertools.count(1)
         self.client: dict[int, h11.Connection] = {}
@@ -159,7 +161,7 @@ class Harness:
 def test_initialize_mints_a_session_and_only_initialize_does() -> None:
     h = Harness()
     session = h.initialize()
-    assert session == "session-1"
+    assert session == session_id_for(SESSION_KEY, 1)
     _, reply = h.post(
         {"jsonrpc": "2.0", "id": 1, "method": "ping"},
         {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"},
@@ -707,3 +709,22 @@ def test_a_plain_post_and_the_same_bytes_cut_up_are_answered_byte_for_byte_alike
     assert whole == cut_up
     assert whole[0].startswith(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
     assert b"text/event-stream" in whole[1] and whole[1].count(b"HTTP/1.1 200") == 2
+
+
+def test_session_ids_come_from_the_key() -> None:
+    """No callable in the machine: ids are derived from a secret the driver draws (HMAC-SHA256)."""
+    ids = [session_id_for(SESSION_KEY, n) for n in range(1, 1001)]
+    assert len(set(ids)) == 1000
+    assert all(len(sid) == 32 and all(0x21 <= ord(ch) <= 0x7E for ch in sid) for sid in ids)
+    assert session_id_for(b"j" * 32, 1) != ids[0]  # another daemon's key, another id
+    h = Harness()
+    assert [h.initialize(), h.initialize()] == ids[:2]
+
+
+def test_a_short_session_key_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 16 random bytes"):
+        HttpServer(
+            ServerConfig(server_info={"name": "t", "version": "1"}, capabilities=CAPS),
+            HttpConfig(),
+            session_key=b"short",
+        )

@@ -60,7 +60,7 @@ class Harness:
         return actions
 
     def feed(self, obj: Any) -> list[Any]:
-        self.session.receive_json(obj)
+        self.session.receive_json(obj, now=self.now)
         return self.pump()
 
     def request(self, request_id: Any, method: str, params: dict[str, Any] | None = None) -> list[Any]:
@@ -182,7 +182,7 @@ def test_end_of_input_drains_then_closes_on_the_timer() -> None:
     assert [type(a) for a in actions] == [CancelRequest, EndStream, Close]
     assert h.session.state is ConnectionState.CLOSED and h.session.get_timer() is None
     with pytest.raises(LocalProtocolError):
-        h.session.receive_json({"jsonrpc": "2.0", "id": 9, "method": "ping"})
+        h.session.receive_json({"jsonrpc": "2.0", "id": 9, "method": "ping"}, now=h.now + 2.0)
 
 
 def test_end_of_input_with_nothing_in_flight_closes_at_once() -> None:
