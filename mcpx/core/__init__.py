@@ -32,6 +32,9 @@ lives in a named submodule, one per subject, with names that pair up:
 ``downgrade``          a result made fit for an older revision
 ``errors``             error codes and the three exception classes
 ``actions``            the server session's actions and request context
+``upstream_auth``      a server's ``auth`` block: headers, query, environment
+``drafts``, ``enums``  building actions cheaply; the tables of the machines
+``revisions_doc``      spec/revisions.md, rendered from ``revisions``
 =====================  ======================================================
 
 Underscored names inside a submodule are private and may change.

@@ -176,7 +176,7 @@ Action = (
 
 
 # --------------------------------------------------------------------------
-# Building the per-message actions cheaply (private to the core; see _drafts)
+# Building the per-message actions cheaply (private to the core; see drafts.py)
 # --------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """The client session: mcpx talking to one upstream server, both eras, as a pure state machine.
 
-The mirror image of ``_session`` (basic/lifecycle up to 2025-11-25;
+The mirror image of ``server_session`` (basic/lifecycle up to 2025-11-25;
 2026-07-28 basic/index, basic/patterns/mrtr and basic/patterns/subscriptions;
 spec/client.md §1–§5):
 

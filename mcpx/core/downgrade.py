@@ -4,7 +4,7 @@
 ``revision`` may receive it (spec/messages.md §3):
 
 * A field the revision's schema does not define is dropped (``SHAPES`` in
-  ``_revisions`` says which), recursively through every nested object, list
+  ``revisions`` says which), recursively through every nested object, list
   and content block.  A reserved ``_meta`` key the revision does not define
   is dropped too; other ``_meta`` keys are the sender's business and stay.
 * A content block the revision cannot parse is rewritten into one it can:

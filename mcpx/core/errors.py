@@ -12,7 +12,7 @@ Error codes are those of each revision's schema (spec/revisions.md, "Error
 codes"): the JSON-RPC 2.0 codes shared by every revision, ``-32002``
 (resource not found, 2024-11-05 … 2025-11-25 only), and the 2026-07-28 codes
 ``-32020`` … ``-32022``.  Which revision may receive which code is data in
-``_revisions``; this module only names them.
+``revisions``; this module only names them.
 """
 
 from __future__ import annotations

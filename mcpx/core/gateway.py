@@ -336,7 +336,7 @@ class UpstreamCatalog:
 
 
 # ----------------------------------------------------------------------------
-# The gateway's own tools' answers (their definitions: _gateway_tools.py)
+# The gateway's own tools' answers (their definitions: gateway_tools.py)
 # ----------------------------------------------------------------------------
 
 

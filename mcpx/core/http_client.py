@@ -1,6 +1,6 @@
 """The Streamable HTTP client binding: a ``ClientSession``'s messages to one MCP URL, both eras, pure.
 
-The mirror image of ``_http.HttpServer``, a machine wrapping h11's: it wraps
+The mirror image of ``http_server.HttpServer``, a machine wrapping h11's: it wraps
 one ``h11.Connection`` per HTTP/1.1 connection it asks the driver to open, and
 carries JSON-RPC payloads (from ``ClientSession``'s ``Send`` actions) to one
 server URL and decoded JSON values back.  It never touches a socket, a clock or

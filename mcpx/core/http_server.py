@@ -10,7 +10,7 @@ exactly as it does for stdio; ``SessionEnded(identity)`` says a legacy
 session ended (deleted, idle, evicted, or its SSE stream lost), so the
 application can let go of what it kept for it.  Session ids are derived
 from ``session_key``, a secret the caller draws (randomness stays outside the
-core): the n-th is ``session_id(session_key, n)``, 192 bits of HMAC-SHA256,
+core): the n-th is ``session_id_for(session_key, n)``, 192 bits of HMAC-SHA256,
 as unguessable as the key.  A whole, plain
 POST read in one chunk, and its plain JSON answer, skip h11
 (``_plain_request``: h11's grammar, and the bytes h11 would write); anything

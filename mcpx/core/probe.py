@@ -43,7 +43,7 @@ Rules
   2024-11-05 HTTP+SSE stream and ends at its ``endpoint`` event, leaving
   that stream open for the caller: ``era="legacy-sse"``.  The endpoint is
   resolved against ``sse_path`` and must stay on its origin
-  (``_sse_client.resolve_endpoint``).
+  (``sse_client.resolve_endpoint``).
 * **A cached era is tried first** (``cached=``): legacy starts at
   ``initialize``, legacy-sse at the GET, modern at ``server/discover`` with
   the cached revision.  When the cached path fails in a way that could mean

@@ -941,7 +941,7 @@ class ServerSession:
                 )
 
     # ------------------------------------------------------------------
-    # Questions a call asks its client (spec/messages.md §5; _rounds for the rules)
+    # Questions a call asks its client (spec/messages.md §5; rounds.py for the rules)
     # ------------------------------------------------------------------
 
     def ask(self, token: int, questions: list[Question]) -> int:
@@ -1211,7 +1211,7 @@ class ServerSession:
 
     # ------------------------------------------------------------------
     # Tasks (2025-11-25 basic/utilities/tasks, the 2026-07-28 tasks extension;
-    # spec/messages.md §6; _tasks for the store)
+    # spec/messages.md §6; tasks.py for the store)
     # ------------------------------------------------------------------
 
     def promote(self, token: int) -> bool:

@@ -14,7 +14,7 @@ one ``h11.Connection`` for the GET stream and one, kept alive, for the POSTs,
 carries a ``ClientSession``'s ``Send`` payloads out and decoded JSON values in.
 No socket, no clock, no randomness: connection ids come from ``conn_ids``, time
 comes in as ``now``.  The vocabulary is the one of ``HttpClientConnection``
-(``_http_client``), so a driver that can run one can run the other.
+(``http_client``), so a driver that can run one can run the other.
 
 Rules
 -----

@@ -22,7 +22,8 @@ The socket protocol, one JSON object a line:
   has settled (a restarted daemon resumes the session with it, so the host
   is not asked to initialize again); ``{"add": id}`` / ``{"done": id}`` for an
   id the mirror could not hold; ``{"ended": true}`` when the connection has
-  ended, after which the daemon closes the socket; ``{"refused": <message>}``
+  ended, after which the daemon waits (at most ``SHIM_LEAVES_WITHIN``) for
+  the shim to close its end, then closes its own; ``{"refused": <message>}``
   instead of serving a hello it cannot (a pass-through name it does not
   have), then it closes.  In ``lines`` mode the shim sees every message
   itself and the daemon sends none of these but the refusal, which is then

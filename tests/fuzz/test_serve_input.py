@@ -85,11 +85,11 @@ def hosts(daemon: Daemon) -> Iterator[Callable[[str, str], Host]]:
     start side by side, and shake hands once all are spawned.
     """
     opened = {(LEGACY[0], "fds"): Host(daemon, LEGACY[0], "fds")}
-    asked = daemon.env["MCPX_LOOP"]
-    running = json.loads((daemon.state / "daemon.json").read_bytes()).get("loop")
-    assert running == asked, f"the daemon runs on {running}, not on {asked} as asked"
     later = [(era, mode) for era in (BATCHES, *ERAS) for mode in MODES if (era, mode) not in opened]
     try:
+        asked = daemon.env["MCPX_LOOP"]
+        running = json.loads((daemon.state / "daemon.json").read_bytes()).get("loop")
+        assert running == asked, f"the daemon runs on {running}, not on {asked} as asked"
         for era, mode in later:
             opened[era, mode] = Host(daemon, era, mode, handshake=False)
         for era, mode in later:
