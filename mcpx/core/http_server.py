@@ -1027,10 +1027,14 @@ class HttpServer:
             request_id=_id_of(body),
         )
 
+    def _mint_session_id(self) -> str:
+        """The next ``Mcp-Session-Id``, derived from the key (``session_id_for``)."""
+        return session_id_for(self._session_key, next(self._session_numbers))
+
     def _initialize(self, c: _Conn, body: Any, accept_sse: bool, now: float) -> None:
         if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
             raise _HttpError(503, "too many open sessions; try again later", request_id=_id_of(body))
-        session_id = session_id_for(self._session_key, next(self._session_numbers))
+        session_id = self._mint_session_id()
         session = ServerSession(
             self.config,
             can_push=True,
@@ -1204,7 +1208,7 @@ class HttpServer:
             )
         if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
             raise _HttpError(503, "too many open sessions; try again later")
-        session_id = session_id_for(self._session_key, next(self._session_numbers))
+        session_id = self._mint_session_id()
         session = ServerSession(
             self.config,
             can_push=True,
