@@ -242,6 +242,8 @@ class Spawn:
     scope_key: str | None
     lane: str | None = None
     """The caller's lane (``acquire(lane=)``): the instance serves only calls of that lane."""
+    spare: bool = False
+    """Started as the spare: nobody's when spawned, whoever it is given to later."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1203,7 +1205,12 @@ class Pool:
         self._lower_to_limit(srv)
         self._emit(
             Spawn(
-                instance=inst.id, server=srv.name, scope=srv.scope, scope_key=slot.scope_key, lane=slot.lane
+                instance=inst.id,
+                server=srv.name,
+                scope=srv.scope,
+                scope_key=slot.scope_key,
+                lane=slot.lane,
+                spare=slot.key[1] == "spare",
             )
         )
 

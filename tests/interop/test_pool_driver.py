@@ -176,7 +176,11 @@ def test_a_modern_upstreams_server_request_is_answered_only_when_spec_lenient_na
 
 
 def test_a_spare_process_serves_the_next_connection_without_a_start(tmp_path: Path) -> None:
-    """``pool.spare``: beside the first connection's process a second starts; the next connection gets it."""
+    """``pool.spare``: beside the first connection's process a second starts; the next connection gets it.
+
+    The spare's start does not read the server's catalog again: a fresh
+    process must not stand in for what a running instance offers now.
+    """
 
     async def main() -> None:
         servers = {
@@ -185,22 +189,20 @@ def test_a_spare_process_serves_the_next_connection_without_a_start(tmp_path: Pa
             )
         }
         upstreams = Upstreams(servers, state_dir=tmp_path, pool=PoolConfig(spare=True))
-        spare_up = anyio.Event()
-
-        def started(server: str, instance: int, kind: str | None) -> None:  # the pool was told first
-            if kind is None and any(  # an instance has started: the spare, for nobody yet?
-                i.instance == instance and i.scope_key is None and i.state == "idle"
-                for i in upstreams.status()[0].instances
-            ):
-                spare_up.set()
-
-        upstreams.on_catalog_stale = started
+        reread: list[int] = []
+        upstreams.on_catalog_stale = lambda server, instance, kind: reread.append(instance)
+        events = upstreams.events.watch()
         async with anyio.create_task_group() as tg:
             upstreams.attach(tg)
             first = await call(upstreams, "pid", scope_key="k1")
-            with anyio.fail_after(20):  # the spare starts beside it, for nobody yet
-                await spare_up.wait()
             (spare,) = [i.instance for i in upstreams.status()[0].instances if i.scope_key is None]
+            with anyio.fail_after(20):  # the spare starts beside it, for nobody yet
+                async for frame in events:
+                    if frame.startswith(b"event: instance.started\n"):
+                        started = json.loads(frame.split(b"data: ", 1)[1])
+                        if started["instance"] == spare:
+                            break
+            assert spare not in reread, reread  # started, it read nothing: the catalog is read elsewhere
             second = await call(upstreams, "pid", scope_key="k2")
             assert second != first
             mine = {i.scope_key: i.instance for i in upstreams.status()[0].instances}
