@@ -13,7 +13,10 @@ configurations, the events they take and the actions they give, the errors
 lives in a named submodule, one per subject, with names that pair up:
 
 =====================  ======================================================
-``server_session``     the server side of one MCP connection (``ServerSession``)
+``server_session``     the server side of one MCP connection (``ServerSession``),
+                       in layers: ``server_base``, ``server_output``,
+                       ``server_questions``, ``server_tasks``,
+                       ``server_methods``, ``server_judging``
 ``client_session``     the client side (``ClientSession``)
 ``stdio``              newline-delimited JSON framing around a server session
 ``http_server``        the server's HTTP binding: Streamable HTTP, HTTP+SSE
