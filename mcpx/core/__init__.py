@@ -19,7 +19,9 @@ lives in a named submodule, one per subject, with names that pair up:
                        ``server_methods``, ``server_judging``
 ``client_session``     the client side (``ClientSession``)
 ``stdio``              newline-delimited JSON framing around a server session
-``http_server``        the server's HTTP binding: Streamable HTTP, HTTP+SSE
+``http_server``        the server's HTTP binding: Streamable HTTP, HTTP+SSE,
+                       in layers: ``http_base``, ``http_sessions``,
+                       ``http_streamable``, ``http_legacy_sse``, ``http_reading``
 ``http_client``        the client's Streamable HTTP binding
 ``sse_client``         the client's HTTP+SSE binding (2024-11-05)
 ``http_wire``          what both HTTP bindings write: ``SendBytes``, headers
