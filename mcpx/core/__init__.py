@@ -25,7 +25,9 @@ lives in a named submodule, one per subject, with names that pair up:
 ``http_client``        the client's Streamable HTTP binding
 ``sse_client``         the client's HTTP+SSE binding (2024-11-05)
 ``http_wire``          what both HTTP bindings write: ``SendBytes``, headers
-``probe``              which era a server speaks, and its cache
+``probe``              which era a server speaks, and its cache; beside it
+                       ``probe_events``, ``probe_cache``, and its layers
+                       ``probe_base``, ``probe_judging``, ``probe_reading``
 ``pool``               upstream instances: start, idle, backoff, call timeout
 ``router``             the gateway's middle: host calls to upstream sessions
 ``gateway``            what a host sees over the upstreams' catalogs

@@ -96,42 +96,69 @@ meet the integer ids a client session allocates); HTTP tokens are integers
 from 1.  Time is whatever clock the caller passes as ``now`` (monotonic is
 right); the cache's ``now`` is wall-clock, because its file outlives the
 process.
+
+Layers: the module's face is ``EraProbe`` with its table and its effects;
+the rest of the probe lives beside it, one module per subject:
+
+=================== =======================================================
+``probe_events``    ``ProbeConfig``, the events the driver reports and the
+                    actions it carries out, ``ProbeDone``/``ProbeFailed``
+``probe_cache``     ``EraCache``: what is remembered of a probe, per server
+                    configuration
+``probe_base``      the probe's states, verdicts and every field
+                    (``_ProbeBase.__init__``), and its trace
+``probe_judging``   an answer read as a verdict, and the offer it implies
+``probe_reading``   the driver's events read into answers (stdio lines,
+                    HTTP heads and bodies, event streams)
+``probe``           ``EraProbe``: the caller's side, the table, the effects
+=================== =======================================================
+
+Each machine layer subclasses the one below it; a layer that calls a
+method of a later one declares it under ``TYPE_CHECKING``.  Every public
+name is importable from this module.
 """
 
 from __future__ import annotations
 
-import enum
-import hashlib
-import itertools
-import math
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import replace
 from types import MappingProxyType
-from typing import Any, Final, Literal, get_args
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Final
 
 import orjson
 
 from .downgrade import downgrade
-from .errors import (
-    HEADER_MISMATCH,
-    INVALID_REQUEST,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
-    UNSUPPORTED_PROTOCOL_VERSION,
-    LocalProtocolError,
+from .errors import LocalProtocolError
+from .probe_base import _S, _V, ProbeState, _Decision, _Verdict, _Wait
+from .probe_cache import EraCache, EraEntry
+from .probe_events import (
+    CloseResponse,
+    EraName,
+    Headers,
+    HttpAnswered,
+    HttpBody,
+    HttpRequest,
+    LineReceived,
+    MessageReceived,
+    OpenSse,
+    ProbeAction,
+    ProbeConfig,
+    ProbeDone,
+    ProbeEvent,
+    ProbeFailed,
+    Reconnect,
+    SendMessage,
+    TransportClosed,
 )
-from .jsonrpc import ErrorResponse, InvalidMessage, Notification, Request, Response, parse_message
+from .probe_judging import _short, _versions
+from .probe_reading import _Reading
 from .revisions import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
-    REVISIONS,
     Revision,
 )
-from .sse import SseDecoder, SseError
-from .sse_client import resolve_endpoint
 
 __all__ = [
     "CloseResponse",
@@ -156,321 +183,9 @@ __all__ = [
     "TransportClosed",
 ]
 
-EraName = Literal["modern", "legacy", "legacy-sse"]
-CacheVerdict = Literal["none", "confirmed", "stale"]
-Transport = Literal["stdio", "http"]
 
-ERAS: Final[tuple[str, ...]] = get_args(EraName)
-_CACHE_VERDICTS: Final[tuple[str, ...]] = get_args(CacheVerdict)
-_AUTH_STATUSES: Final = frozenset({401, 403, 407})
-# The old-transport fallback (2025-11-25 basic/transports, Backwards Compatibility).
-_NOT_STREAMABLE_STATUSES: Final = frozenset({400, 404, 405})
-_MAX_TRACE: Final = 200
-_MAX_ITEMS: Final = 64  # JSON-RPC messages looked at in one line or body (a batch)
 _R25B: Final = Revision.V2025_06_18
 
-Headers = tuple[tuple[str, str], ...]
-
-
-def _headers(value: Iterable[tuple[str, str]] | Mapping[str, str]) -> Headers:
-    pairs = value.items() if isinstance(value, Mapping) else value
-    out = []
-    for name, text in pairs:
-        if not isinstance(name, str) or not isinstance(text, str):
-            raise ValueError("header names and values are strings")
-        out.append((name.lower(), text))
-    return tuple(out)
-
-
-def _header(headers: Headers, name: str) -> str | None:
-    """The first value of header ``name`` (case-insensitive)."""
-    name = name.lower()
-    for key, value in headers:
-        if key.lower() == name:
-            return value
-    return None
-
-
-# --------------------------------------------------------------------------
-# Configuration, events and actions
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProbeConfig:
-    """Who mcpx is and what it speaks: the same for every probe of one client.
-
-    ``revisions`` is the preference order (newest first by default); the first
-    modern revision is tried first and the first legacy one is offered to
-    ``initialize``.  ``capabilities`` and ``client_info`` are in the newest
-    shape and cut to each revision before they are sent.  ``timeout`` bounds
-    each wait for an answer; ``timeout_setting`` names what sets it (the
-    daemon's ``pool.startTimeout``, ``mcpx probe --timeout``), so that a
-    failure says what to raise.
-    """
-
-    client_info: Mapping[str, Any]
-    capabilities: Mapping[str, Any] = field(default_factory=dict)
-    revisions: tuple[Revision, ...] = tuple(reversed(REVISIONS))
-    timeout: float = 5.0
-    timeout_setting: str = "the probe's timeout"
-    discover_silence: float = 5.0
-    max_requests: int = 8
-    max_restarts: int = 2
-    max_body: int = 1 << 20
-    id_prefix: str = "probe-"
-    send_initialized: bool = True
-
-    def __post_init__(self) -> None:
-        revisions = tuple(Revision(r) for r in self.revisions)
-        if not revisions or len(set(revisions)) != len(revisions):
-            raise ValueError("revisions is a non-empty preference list without repeats")
-        object.__setattr__(self, "revisions", revisions)
-        if not isinstance(self.client_info, Mapping) or not isinstance(self.client_info.get("name"), str):
-            raise ValueError("client_info is an Implementation object with at least a name")
-        if not isinstance(self.capabilities, Mapping):
-            raise ValueError("capabilities is a ClientCapabilities object")
-        if not (math.isfinite(self.timeout) and self.timeout > 0):
-            raise ValueError("timeout is a positive number of seconds")
-        if not (math.isfinite(self.discover_silence) and self.discover_silence > 0):
-            raise ValueError("discover_silence is a positive number of seconds")
-        if not isinstance(self.timeout_setting, str) or not self.timeout_setting:
-            raise ValueError("timeout_setting names what sets timeout, for messages")
-        if self.max_requests < 1 or self.max_restarts < 0 or self.max_body < 1:
-            raise ValueError("max_requests and max_body are at least 1, max_restarts at least 0")
-
-    @property
-    def modern(self) -> tuple[Revision, ...]:
-        return tuple(r for r in self.revisions if r.is_modern)
-
-    @property
-    def legacy(self) -> tuple[Revision, ...]:
-        return tuple(r for r in self.revisions if not r.is_modern)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MessageReceived:
-    """One JSON value the server wrote on stdout, already decoded by the driver."""
-
-    message: Any
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LineReceived:
-    """One line the server wrote on stdout, without its newline; the probe decodes it."""
-
-    line: bytes
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.line, bytes):
-            raise ValueError("line is bytes")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HttpAnswered:
-    """The answer to ``HttpRequest``/``OpenSse`` ``token``: its head and the body read so far.
-
-    ``complete=False``: more of the body follows as ``HttpBody``.  Header
-    names are lower-cased when the event is built.
-    """
-
-    token: int
-    status: int
-    headers: Headers = ()
-    body: bytes = b""
-    complete: bool = True
-
-    def __post_init__(self) -> None:
-        if type(self.status) is not int or not 100 <= self.status <= 599:
-            raise ValueError(f"status is an HTTP status code, not {self.status!r}")
-        if not isinstance(self.body, bytes):
-            raise ValueError("body is bytes")
-        object.__setattr__(self, "headers", _headers(self.headers))
-
-    def header(self, name: str) -> str | None:
-        return _header(self.headers, name)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HttpBody:
-    """More of an answer's body; ``data=b""`` is its end."""
-
-    token: int
-    data: bytes
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.data, bytes):
-            raise ValueError("data is bytes")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransportClosed:
-    """stdio: the server's stdout ended.  HTTP: ``token``'s connection closed before a complete answer."""
-
-    reason: str = ""
-    token: int | None = None
-
-
-ProbeEvent = MessageReceived | LineReceived | HttpAnswered | HttpBody | TransportClosed
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SendMessage:
-    """Write ``payload`` (one JSON-RPC message, no newline) to the server's stdin, then a newline."""
-
-    payload: bytes
-
-    @property
-    def message(self) -> Any:
-        return orjson.loads(self.payload)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HttpRequest:
-    """Send this request (with the server's auth applied) and report its answer under ``token``."""
-
-    token: int
-    method: str
-    path: str
-    headers: Headers
-    body: bytes = b""
-
-    def header(self, name: str) -> str | None:
-        return _header(self.headers, name)
-
-    @property
-    def message(self) -> Any:
-        return orjson.loads(self.body)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpenSse:
-    """GET ``path`` as an event stream; report the head and then the bytes as they come, under ``token``."""
-
-    token: int
-    path: str
-    headers: Headers = (("Accept", "text/event-stream"),)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CloseResponse:
-    """The probe no longer reads the answer to ``token``: close it (for 2026-07-28 that also cancels)."""
-
-    token: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Reconnect:
-    """stdio: the server's process ended; start it again before carrying out the next action."""
-
-    reason: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProbeDone:
-    """The era is settled; the connection is ready for the client session.
-
-    ``modern``: ``revision`` is the one to state in every request;
-    ``capabilities``/``server_info`` come from ``server/discover`` (``None``
-    after a modern refusal, when only the era is known).  ``legacy``: the
-    negotiated revision, the ``InitializeResult``'s capabilities and
-    serverInfo, and over HTTP the ``Mcp-Session-Id`` (if the server set one).
-    ``legacy-sse``: ``revision`` is ``None`` (nothing negotiated yet);
-    ``endpoint`` is where to POST, and the stream opened as ``sse_token``
-    stays open and is the caller's.  ``cache`` says what became of the
-    cached entry the probe started from.
-    """
-
-    era: EraName
-    revision: Revision | None
-    capabilities: Mapping[str, Any] | None = None
-    server_info: Mapping[str, Any] | None = None
-    instructions: str | None = None
-    session_id: str | None = None
-    endpoint: str | None = None
-    sse_token: int | None = None
-    supported: tuple[str, ...] = ()
-    result: Mapping[str, Any] | None = None
-    cache: CacheVerdict = "none"
-    trace: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        _check_era(self.era, self.revision)
-        if (self.era == "legacy-sse") != (self.endpoint is not None):
-            raise ValueError("an endpoint comes with the legacy-sse era and only with it")
-        if self.cache not in _CACHE_VERDICTS:
-            raise ValueError(f"cache is one of {_CACHE_VERDICTS}")
-        object.__setattr__(self, "trace", tuple(self.trace))
-        object.__setattr__(self, "supported", tuple(self.supported))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProbeFailed:
-    """No era worked.  ``reason`` says what happened and what to do; ``trace`` every step."""
-
-    reason: str
-    cache: CacheVerdict = "none"
-    trace: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.reason:
-            raise ValueError("a failure has a reason")
-        object.__setattr__(self, "trace", tuple(self.trace))
-
-
-ProbeAction = SendMessage | HttpRequest | OpenSse | CloseResponse | Reconnect | ProbeDone | ProbeFailed
-
-
-def _check_era(era: str, revision: Revision | None) -> None:
-    if era not in ERAS:
-        raise ValueError(f"era is one of {ERAS}, not {era!r}")
-    if era == "legacy-sse":
-        if revision is not None:
-            raise ValueError("the legacy-sse era has not negotiated a revision yet")
-    elif not isinstance(revision, Revision) or revision.is_modern != (era == "modern"):
-        raise ValueError(f"the {era} era needs a {era} revision, not {revision!r}")
-
-
-# --------------------------------------------------------------------------
-# The machine
-# --------------------------------------------------------------------------
-
-
-class ProbeState(enum.Enum):
-    IDLE = "idle"  # built; start() not called
-    DISCOVERING = "discovering"  # waiting for the answer to server/discover
-    INITIALIZING = "initializing"  # waiting for the answer to initialize
-    OPENING_SSE = "opening-sse"  # waiting for the HTTP+SSE endpoint event
-    DONE = "done"
-    FAILED = "failed"
-
-
-class _Verdict(enum.Enum):
-    START_MODERN = "start modern first"
-    START_LEGACY = "start at initialize"
-    START_SSE = "start at the HTTP+SSE stream"
-    DISCOVERED = "a DiscoverResult listing the version sent"
-    OTHER_MODERN = "a DiscoverResult or -32022 naming another modern revision mcpx speaks"
-    MODERN_REFUSAL = "-32020, or -32021 with requiredCapabilities"
-    NO_COMMON_VERSION = "a DiscoverResult or -32022 naming nothing mcpx can still try"
-    NOT_MODERN = "anything else, or a list naming only legacy revisions"
-    NO_ANSWER = "silence until the deadline"
-    CLOSED = "the server's process ended"
-    AUTH = "HTTP 401/403/407"
-    INITIALIZED = "an InitializeResult with a revision mcpx speaks"
-    OTHER_LEGACY = "an initialize error listing another legacy revision mcpx speaks"
-    MODERN_HINT = "an initialize error listing an untried modern revision"
-    REFUSED = "initialize refused, or answered with something mcpx cannot use"
-    NOT_STREAMABLE = "initialize over HTTP failed the old-transport way"
-    ENDPOINT = "the HTTP+SSE stream named its endpoint"
-    NO_SSE = "no HTTP+SSE stream"
-    STALE = "the cached era failed"
-    NO_LEGACY = "legacy needed but mcpx is configured without it"
-    GIVE_UP = "a budget is spent"
-
-
-_S = ProbeState
-_V = _Verdict
 
 _TRANSITIONS: Final[Mapping[tuple[ProbeState, _Verdict], tuple[str, ProbeState]]] = MappingProxyType(
     {
@@ -519,95 +234,18 @@ def transition_table() -> str:
 
 # Failures of a cached path that may mean "wrong era": start afresh instead.
 _CACHE_FAILURES: Final = frozenset({_V.REFUSED, _V.NO_ANSWER, _V.CLOSED, _V.NOT_STREAMABLE, _V.NO_SSE})
+
+
 _SENDING: Final = frozenset(
     {"_send_discover", "_send_initialize", "_restart_then_initialize", "_open_sse", "_start_fresh"}
 )
+
+
 _NEEDS_LEGACY: Final = frozenset({"_send_initialize", "_restart_then_initialize"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Decision:
-    verdict: _Verdict
-    note: str  # the trace line: what came back and what it means
-    version: Revision | None = None  # the revision to try next, when the answer named one
-    hint: tuple[Revision, ...] | None = None  # legacy revisions the server listed
-    result: Mapping[str, Any] | None = None
-    session_id: str | None = None
-    endpoint: str | None = None
-    token: int | None = None  # the HTTP+SSE stream that named the endpoint
-    failure: str | None = None  # the reason, when the verdict ends the probe
-
-
-@dataclass(slots=True)
-class _Wait:
-    what: str  # "server/discover" | "initialize" | "GET"
-    deadline: float
-    limit: float  # seconds, from the wait's start to its deadline
-    request_id: str | None = None
-    token: int | None = None
-    version: Revision | None = None
-    status: int | None = None
-    headers: Headers = ()
-    complete: bool = False
-    body: bytearray = field(default_factory=bytearray)
-    decoder: SseDecoder | None = None
-
-
-def _short(value: Any, limit: int = 120) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _versions(listed: Any) -> tuple[str, ...] | None:
-    """A version list as the server wrote it, if it is a non-empty list of strings."""
-    if isinstance(listed, list) and listed and all(isinstance(v, str) for v in listed):
-        return tuple(listed)
-    return None
-
-
-class EraProbe:
+class EraProbe(_Reading):
     """One probe of one server; see the module docstring for the rules and the API."""
-
-    def __init__(
-        self,
-        config: ProbeConfig,
-        *,
-        transport: Transport,
-        path: str = "",
-        sse_path: str | None = None,
-        cached: EraEntry | None = None,
-    ) -> None:
-        if transport not in ("stdio", "http"):
-            raise ValueError(f"transport is 'stdio' or 'http', not {transport!r}")
-        self.config = config
-        self.transport: Transport = transport
-        self.path = path
-        self.sse_path = path if sse_path is None else sse_path
-        self.cached = cached
-        self._state = ProbeState.IDLE
-        self._actions: list[ProbeAction] = []
-        self._trace: list[str] = []
-        self._dropped_trace = 0
-        self._ids = itertools.count(1)
-        self._tokens = itertools.count(1)
-        self._now = 0.0
-        self._wait: _Wait | None = None
-        self._requests = 0
-        self._restarts = 0
-        self._closed = False  # stdio: the server's output ended
-        self._on_cache = False
-        self._tried_modern: set[Revision] = set()
-        # Modern revisions whose server/discover met silence: a later -32022 naming one
-        # means the server is modern and was slow to start, so it is tried once more.
-        self._silent_modern: set[Revision] = set()
-        self._last_discover: Revision | None = None
-        self._offered_legacy: set[Revision] = set()
-        self._legacy_hint: tuple[Revision, ...] | None = None
-        self._heard: dict[str, str] = {}  # what each step got, for the failure message
-        self._outcome: ProbeDone | ProbeFailed | None = None
-
-    # -- the caller's side --------------------------------------------------
 
     @property
     def state(self) -> ProbeState:
@@ -679,26 +317,6 @@ class EraProbe:
             )
         )
 
-    # -- trace and actions --------------------------------------------------
-
-    def _note(self, line: str) -> None:
-        if len(self._trace) < _MAX_TRACE:
-            self._trace.append(line)
-        else:
-            self._dropped_trace += 1
-
-    def _full_trace(self) -> tuple[str, ...]:
-        if self._dropped_trace:
-            return (*self._trace, f"… {self._dropped_trace} more steps not recorded")
-        return tuple(self._trace)
-
-    def _cache_verdict(self, era: str | None) -> CacheVerdict:
-        if self.cached is None:
-            return "none"
-        return "confirmed" if era == self.cached.era else "stale"
-
-    # -- the table ----------------------------------------------------------
-
     def _first_step(self) -> _Decision:
         cached, config = self.cached, self.config
         if cached is not None:
@@ -762,8 +380,6 @@ class EraProbe:
         wait, self._wait = self._wait, None
         if wait is not None and wait.token is not None and not wait.complete and not keep_open:
             self._actions.append(CloseResponse(token=wait.token))
-
-    # -- effects ------------------------------------------------------------
 
     def _next_id(self) -> str:
         return f"{self.config.id_prefix}{next(self._ids)}"
@@ -1062,573 +678,3 @@ class EraProbe:
                 "for a 2024-11-05 server."
             )
         return f"The probe could not settle on an era ({heard})."
-
-    # -- inputs: stdio ------------------------------------------------------
-
-    def _stdio_value(self, value: Any) -> None:
-        items = value if isinstance(value, list) else [value]
-        for item in items[:_MAX_ITEMS]:
-            wait = self._wait
-            if wait is None:
-                return
-            try:
-                message = parse_message(item)
-            except InvalidMessage as exc:
-                self._note(f"recv something that is not a JSON-RPC message, ignored: {_short(exc.message)}")
-                continue
-            if isinstance(message, Request):
-                self._answer_server_request(message)
-            elif isinstance(message, Notification):
-                self._note(f"recv notification {_short(message.method, 60)} while probing, ignored")
-            elif message.id == wait.request_id or (isinstance(message, ErrorResponse) and message.id is None):
-                self._decide(self._judge(message, wait, status=None, headers=()))
-            else:
-                self._note(
-                    f"recv an answer to id {_short(message.id, 60)}, not to {wait.request_id}; ignored"
-                )
-
-    def _answer_server_request(self, request: Request) -> None:
-        # Before initialize a legacy server may ping; anything else waits for the session.
-        if request.method == "ping":
-            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request.id, "result": {}}
-            self._note("recv ping from the server; answered")
-        else:
-            error = {"code": INVALID_REQUEST, "message": "mcpx has not finished connecting to this server"}
-            reply = {"jsonrpc": "2.0", "id": request.id, "error": error}
-            self._note(f"recv request {_short(request.method, 60)} from the server while probing; refused")
-        try:
-            payload = orjson.dumps(reply)
-        except TypeError:  # an integer id JSON allows but no 64-bit peer can read back: no answer
-            self._note("the request's id cannot be written back; not answered")
-            return
-        self._actions.append(SendMessage(payload=payload))
-
-    def _transport_closed(self, event: TransportClosed) -> None:
-        wait = self._wait
-        if wait is None:
-            return
-        why = f" ({_short(event.reason, 80)})" if event.reason else ""
-        if self.transport == "stdio":
-            self._closed = True
-            self._heard[wait.what] = f"the process ended{why}"
-            self._decide(
-                _Decision(verdict=_V.CLOSED, note=f"recv end of output: the server's process ended{why}")
-            )
-            return
-        if event.token is None or event.token != wait.token:
-            return
-        wait.complete = True  # nothing more will arrive; there is nothing to close
-        self._heard[wait.what] = f"a closed connection{why}"
-        self._decide(self._no_answer(wait, f"recv a closed connection instead of an answer{why}"))
-
-    # -- inputs: HTTP -------------------------------------------------------
-
-    def _http_head(self, event: HttpAnswered) -> None:
-        wait = self._wait
-        if wait is None or wait.token != event.token:
-            self._note(f"recv an HTTP answer to request {event.token}, which nothing waits for; ignored")
-            return
-        if wait.status is not None:
-            raise LocalProtocolError(f"the answer to request {event.token} was already reported")
-        wait.status, wait.headers, wait.complete = event.status, event.headers, event.complete
-        self._absorb(wait, event.body, end=event.complete)
-
-    def _http_body(self, event: HttpBody) -> None:
-        wait = self._wait
-        if wait is None or wait.token != event.token:
-            return
-        if wait.status is None or wait.complete:
-            raise LocalProtocolError(f"body for request {event.token} without an open answer head")
-        end = event.data == b""
-        wait.complete = end
-        self._absorb(wait, event.data, end=end)
-
-    def _describe(self, wait: _Wait) -> str:
-        kind = _header(wait.headers, "content-type") or "no content type"
-        return f"HTTP {wait.status} ({_short(kind, 60)})"
-
-    def _absorb(self, wait: _Wait, data: bytes, *, end: bool) -> None:
-        status = wait.status
-        assert status is not None
-        described = self._describe(wait)
-        if status in _AUTH_STATUSES:
-            self._heard[wait.what] = described
-            failure = (
-                f"The server answered {wait.what} with HTTP {status}: it wants credentials, or refuses "
-                "these. Configure auth for this server (bearer, basic, header, query or env) and probe again."
-            )
-            self._decide(_Decision(verdict=_V.AUTH, note=f"recv {described}", failure=failure))
-            return
-        event_stream = (_header(wait.headers, "content-type") or "").split(";")[0].strip().lower()
-        if wait.what == "GET":
-            self._absorb_sse_stream(wait, data, end=end, is_sse=event_stream == "text/event-stream")
-            return
-        if event_stream == "text/event-stream":
-            if wait.decoder is None:
-                wait.decoder = SseDecoder(max_event=self.config.max_body)
-            try:
-                events = wait.decoder.feed(data)
-            except SseError:
-                self._heard[wait.what] = f"{described}, an event over {self.config.max_body} bytes"
-                self._decide(self._no_answer(wait, f"recv {described} with an event too large to read"))
-                return
-            for sse in events:
-                if sse.event != "message" or not sse.data:
-                    continue
-                try:
-                    value = orjson.loads(sse.data)
-                except orjson.JSONDecodeError:
-                    continue
-                answer = self._find_answer(value, wait)
-                if answer is not None:
-                    self._heard[wait.what] = f"{described}, {self._summary(answer)}"
-                    self._decide(self._judge(answer, wait, status=status, headers=wait.headers))
-                    return
-            if end:
-                self._heard[wait.what] = f"{described}, a stream without the answer"
-                self._decide(self._no_answer(wait, f"recv {described}: the stream ended without an answer"))
-            return
-        wait.body += data
-        if len(wait.body) > self.config.max_body:
-            self._heard[wait.what] = f"{described}, a body over {self.config.max_body} bytes"
-            self._decide(self._no_answer(wait, f"recv {described} with a body too large to read"))
-            return
-        if not end:
-            return
-        body = bytes(wait.body)
-        try:
-            answer = self._find_answer(orjson.loads(body), wait) if body else None
-        except orjson.JSONDecodeError:
-            answer = None
-        if answer is None:
-            what = "an empty body" if not body else "a body that is not a JSON-RPC answer"
-            self._heard[wait.what] = f"{described}, {what}"
-            shown = f": {_short(body.decode('utf-8', 'replace'), 80)}" if body else ""
-            self._decide(self._no_answer(wait, f"recv {described} with {what}{shown}"))
-            return
-        self._heard[wait.what] = f"{described}, {self._summary(answer)}"
-        self._decide(self._judge(answer, wait, status=status, headers=wait.headers))
-
-    def _absorb_sse_stream(self, wait: _Wait, data: bytes, *, end: bool, is_sse: bool) -> None:
-        described = self._describe(wait)
-        if wait.status != 200 or not is_sse:
-            self._heard["GET"] = described
-            self._decide(_Decision(verdict=_V.NO_SSE, note=f"recv {described}: not an HTTP+SSE stream"))
-            return
-        if wait.decoder is None:
-            wait.decoder = SseDecoder(max_event=self.config.max_body)
-        try:
-            events = wait.decoder.feed(data)
-        except SseError:
-            self._heard["GET"] = f"{described}, an event over {self.config.max_body} bytes"
-            self._decide(_Decision(verdict=_V.NO_SSE, note=f"recv {described} with an event too large"))
-            return
-        for sse in events:
-            if sse.event != "endpoint":
-                self._note(f"recv SSE event {_short(sse.event, 40)} before the endpoint event; ignored")
-                continue
-            uri = sse.data.strip()
-            # 2024-11-05 "HTTP with SSE": relative to the SSE URL, and never on another origin
-            endpoint = resolve_endpoint(self.sse_path, uri)
-            if endpoint is None:
-                self._heard["GET"] = f"{described}, an unusable endpoint event"
-                self._decide(
-                    _Decision(
-                        verdict=_V.NO_SSE,
-                        note=f"recv an endpoint event naming {_short(uri, 80)!s}: not a URI on the SSE URL's origin",
-                    )
-                )
-                return
-            self._decide(
-                _Decision(
-                    verdict=_V.ENDPOINT,
-                    note=f"recv endpoint event: {_short(uri, 200)}",
-                    endpoint=endpoint,
-                    token=wait.token,
-                )
-            )
-            return
-        if end:
-            self._heard["GET"] = f"{described}, a stream that ended before its endpoint event"
-            self._decide(
-                _Decision(verdict=_V.NO_SSE, note="recv the end of the stream before an endpoint event")
-            )
-
-    def _find_answer(self, value: Any, wait: _Wait) -> Response | ErrorResponse | None:
-        items = value if isinstance(value, list) else [value]
-        for item in items[:_MAX_ITEMS]:
-            try:
-                message = parse_message(item)
-            except InvalidMessage:
-                continue
-            if isinstance(message, Response) and message.id == wait.request_id:
-                return message
-            if isinstance(message, ErrorResponse) and message.id in (wait.request_id, None):
-                return message
-        return None
-
-    @staticmethod
-    def _summary(answer: Response | ErrorResponse) -> str:
-        if isinstance(answer, ErrorResponse):
-            return f"error {answer.code} ({_short(answer.message, 60)})"
-        return "a result"
-
-    def _no_answer(self, wait: _Wait, note: str) -> _Decision:
-        """What an unusable answer means at the step that got it."""
-        if wait.what == "server/discover":
-            return _Decision(verdict=_V.NOT_MODERN, note=f"{note}; not a modern answer: try initialize")
-        if wait.what == "initialize":
-            return _Decision(
-                verdict=_V.NOT_STREAMABLE, note=f"{note}; not Streamable HTTP: try the HTTP+SSE transport"
-            )
-        return _Decision(verdict=_V.NO_SSE, note=note)
-
-    # -- judging answers ----------------------------------------------------
-
-    def _judge(
-        self, answer: Response | ErrorResponse, wait: _Wait, *, status: int | None, headers: Headers
-    ) -> _Decision:
-        if wait.what == "server/discover":
-            return self._judge_discover(answer, wait)
-        return self._judge_initialize(answer, wait, status=status, headers=headers)
-
-    def _known(self, listed: tuple[str, ...]) -> set[Revision]:
-        return {Revision(v) for v in listed if v in self._spoken}
-
-    @property
-    def _spoken(self) -> frozenset[str]:
-        return frozenset(str(r) for r in self.config.revisions)
-
-    def _judge_discover(self, answer: Response | ErrorResponse, wait: _Wait) -> _Decision:
-        sent = wait.version
-        assert sent is not None
-        if isinstance(answer, Response):
-            self._heard.setdefault("server/discover", "a result")
-            listed = _versions(answer.result.get("supportedVersions"))
-            if listed is None:
-                why = "no supportedVersions list"
-                if "protocolVersions" in answer.result:
-                    why += " (it has protocolVersions, which is not the DiscoverResult field)"
-                self._heard["server/discover"] = f"a result with {why}"
-                return _Decision(
-                    verdict=_V.NOT_MODERN,
-                    note=f"recv a result with {why}: not a DiscoverResult; try initialize",
-                )
-            note = f"recv a DiscoverResult: supportedVersions {list(listed)}"
-            if sent in self._known(listed):
-                return _Decision(verdict=_V.DISCOVERED, note=note, version=sent, result=answer.result)
-            return self._pick(listed, note, source="supportedVersions")
-        code, data = answer.code, answer.data
-        head = f"recv error {code} ({_short(answer.message, 80)})"
-        self._heard["server/discover"] = f"error {code} ({_short(answer.message, 60)})"
-        if code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(data, dict):
-            listed = _versions(data.get("supported"))
-            if listed is not None:
-                return self._pick(listed, f"{head}: supported {list(listed)}", source="-32022")
-        if code == HEADER_MISMATCH or (
-            code == MISSING_REQUIRED_CLIENT_CAPABILITY
-            and isinstance(data, dict)
-            and isinstance(data.get("requiredCapabilities"), dict)
-        ):
-            return _Decision(
-                verdict=_V.MODERN_REFUSAL,
-                note=f"{head}: a modern refusal, so the server is modern; its capabilities are not known yet",
-                version=sent,
-            )
-        return _Decision(
-            verdict=_V.NOT_MODERN, note=f"{head}: not a recognised modern answer; try initialize"
-        )
-
-    def _pick(self, listed: tuple[str, ...], note: str, *, source: str) -> _Decision:
-        known = self._known(listed)
-        modern = [r for r in self.config.modern if r in known and r not in self._tried_modern]
-        if modern:
-            return _Decision(
-                verdict=_V.OTHER_MODERN,
-                note=f"{note}: retry server/discover as MCP {modern[0]}",
-                version=modern[0],
-            )
-        legacy = tuple(r for r in self.config.legacy if r in known)
-        if legacy:
-            return _Decision(
-                verdict=_V.NOT_MODERN,
-                note=f"{note}: no modern revision in common; try initialize offering {legacy[0]}",
-                hint=legacy,
-            )
-        refused = [str(r) for r in self.config.modern if r in known]
-        if refused:
-            failure = (
-                f"The server refused MCP {', '.join(refused)} although it lists it ({source}: "
-                f"{', '.join(listed)}). This is a server bug; report it to the server's authors with this trace."
-            )
-        else:
-            failure = (
-                f"The server speaks {', '.join(listed)} ({source}); mcpx speaks "
-                f"{', '.join(self.config.revisions)}, so there is no revision in common. Upgrade mcpx, or "
-                "configure the server to speak a revision mcpx knows."
-            )
-        return _Decision(
-            verdict=_V.NO_COMMON_VERSION, note=f"{note}: nothing left in common", failure=failure
-        )
-
-    def _judge_initialize(
-        self, answer: Response | ErrorResponse, wait: _Wait, *, status: int | None, headers: Headers
-    ) -> _Decision:
-        offered = wait.version
-        assert offered is not None
-        if isinstance(answer, Response):
-            self._heard.setdefault("initialize", "a result")
-            picked = answer.result.get("protocolVersion")
-            if isinstance(picked, str) and picked in {str(r) for r in self.config.legacy}:
-                version = Revision(picked)
-                how = "accepted" if version == offered else f"a counter-offer to {offered}, accepted"
-                session_id = _header(headers, "mcp-session-id")
-                if session_id is not None and not (
-                    session_id and all("\x21" <= ch <= "\x7e" for ch in session_id)
-                ):
-                    failure = (
-                        f"The server's Mcp-Session-Id {_short(session_id, 40)} is not visible ASCII, so it "
-                        "cannot be sent back. This is a server bug; report it to the server's authors."
-                    )
-                    return _Decision(
-                        verdict=_V.REFUSED, note="recv an unusable Mcp-Session-Id", failure=failure
-                    )
-                info = answer.result.get("serverInfo")
-                name = (
-                    f"; serverInfo {_short(info.get('name'), 40)} {_short(info.get('version'), 20)}"
-                    if isinstance(info, dict)
-                    else ""
-                )
-                return _Decision(
-                    verdict=_V.INITIALIZED,
-                    note=f"recv an InitializeResult: protocolVersion {picked} ({how}){name}",
-                    version=version,
-                    result=answer.result,
-                    session_id=session_id,
-                )
-            failure = (
-                f"The server answered initialize with protocolVersion {_short(picked, 40)}, which is not a "
-                f"legacy revision mcpx speaks ({', '.join(self.config.legacy)}). Configure the server for "
-                "one of those, or upgrade mcpx."
-            )
-            return _Decision(
-                verdict=_V.REFUSED,
-                note=f"recv protocolVersion {_short(picked, 40)}: unusable",
-                failure=failure,
-            )
-        head = f"recv error {answer.code} ({_short(answer.message, 80)})"
-        self._heard["initialize"] = f"error {answer.code} ({_short(answer.message, 60)})"
-        data = answer.data
-        listed = _versions(data.get("supported")) if isinstance(data, dict) else None
-        if listed is not None:
-            known = self._known(listed)
-            legacy = [r for r in self.config.legacy if r in known and r not in self._offered_legacy]
-            if legacy:
-                return _Decision(
-                    verdict=_V.OTHER_LEGACY,
-                    note=f"{head}: supported {list(listed)}; offer {legacy[0]}",
-                    version=legacy[0],
-                )
-            modern = [
-                r
-                for r in self.config.modern
-                if r in known and (r not in self._tried_modern or r in self._silent_modern)
-            ]
-            if modern:
-                return _Decision(
-                    verdict=_V.MODERN_HINT,
-                    note=f"{head}: supported {list(listed)}, a modern server; try server/discover as {modern[0]}",
-                    version=modern[0],
-                )
-        modern_code = answer.code in (
-            HEADER_MISMATCH,
-            MISSING_REQUIRED_CLIENT_CAPABILITY,
-            UNSUPPORTED_PROTOCOL_VERSION,
-        )
-        if self.transport == "http" and status in _NOT_STREAMABLE_STATUSES and not modern_code:
-            return _Decision(
-                verdict=_V.NOT_STREAMABLE,
-                note=f"{head} with HTTP {status}: not Streamable HTTP; try the HTTP+SSE transport",
-            )
-        failure = (
-            f"The server refused initialize: error {answer.code} ({_short(answer.message, 120)}). "
-            f"mcpx offered MCP {offered} and speaks {', '.join(self.config.revisions)}; read the server's "
-            "log, or pin the server to one of those revisions."
-        )
-        return _Decision(verdict=_V.REFUSED, note=f"{head}: initialize refused", failure=failure)
-
-
-# --------------------------------------------------------------------------
-# The cache
-# --------------------------------------------------------------------------
-
-_KEY_FIELDS_STDIO: Final = ("command", "args", "env", "cwd")
-_HEX64: Final = re.compile(r"[0-9a-f]{64}")
-_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EraEntry:
-    """What the cache remembers of a probe: the era, the revision, and when (wall-clock seconds)."""
-
-    era: EraName
-    revision: Revision | None
-    at: float
-
-    def __post_init__(self) -> None:
-        _check_era(self.era, self.revision)
-        if isinstance(self.at, bool) or not isinstance(self.at, int | float) or not math.isfinite(self.at):
-            raise ValueError("at is a finite number of seconds")
-
-    @classmethod
-    def from_outcome(cls, done: ProbeDone, now: float) -> EraEntry:
-        return cls(era=done.era, revision=done.revision, at=now)
-
-    def to_obj(self) -> dict[str, Any]:
-        return {
-            "era": self.era,
-            "revision": None if self.revision is None else str(self.revision),
-            "at": self.at,
-        }
-
-    @classmethod
-    def from_obj(cls, obj: Any) -> EraEntry | None:
-        """The entry ``obj`` describes, or ``None`` if it describes none."""
-        if not isinstance(obj, dict):
-            return None
-        era, revision, at = obj.get("era"), obj.get("revision"), obj.get("at")
-        if era not in ERAS or (revision is not None and revision not in {str(r) for r in REVISIONS}):
-            return None
-        if isinstance(at, bool) or not isinstance(at, int | float):
-            return None
-        try:
-            return cls(era=era, revision=None if revision is None else Revision(revision), at=at)
-        except (ValueError, TypeError):
-            return None
-
-
-class EraCache:
-    """The era of each server configuration, in memory and as the bytes of ``upstream-eras.json``.
-
-    Keys are ``EraCache.key(config)``: a SHA-256 of what identifies a server
-    (see ``key``), so the file names no command, URL or secret.  The cache is
-    bounded: past ``max_entries`` the oldest entries go.
-    """
-
-    FILE_NAME: Final = "upstream-eras.json"
-    FORMAT: Final = 1
-
-    def __init__(self, *, max_entries: int = 512) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries is at least 1")
-        self.max_entries = max_entries
-        self._entries: dict[str, EraEntry] = {}
-
-    @staticmethod
-    def key(config: Mapping[str, Any]) -> str:
-        """A stable digest of what identifies a server.
-
-        stdio: ``command``, ``args``, ``env`` and ``cwd`` (env is part of it
-        because it can change what a server is; only the digest is ever
-        stored).  HTTP: ``url`` with scheme and host lower-cased, a default
-        port, user info and fragment dropped, and ``transport`` when the
-        configuration forces one.  Auth settings (``auth``, ``headers``) and
-        everything else are left out: credentials do not change a server's
-        era, and a rotated token should not cost a probe.  ``ValueError`` when
-        ``config`` names neither a command nor a URL.
-        """
-        identity: dict[str, Any]
-        url = config.get("url")
-        command = config.get("command")
-        if isinstance(url, str) and url:
-            identity = {"kind": "http", "url": _normal_url(url)}
-            transport = config.get("transport")
-            if isinstance(transport, str):
-                identity["transport"] = transport
-        elif isinstance(command, str) and command:
-            args = config.get("args") or []
-            env = config.get("env") or {}
-            cwd = config.get("cwd")
-            if not isinstance(args, list | tuple) or not all(isinstance(a, str) for a in args):
-                raise ValueError("args is a list of strings")
-            if not isinstance(env, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-            ):
-                raise ValueError("env maps strings to strings")
-            if cwd is not None and not isinstance(cwd, str):
-                raise ValueError("cwd is a string")
-            identity = {"kind": "stdio", "command": command, "args": list(args), "env": dict(env), "cwd": cwd}
-        else:
-            raise ValueError("a server configuration names a command or a url")
-        canonical = orjson.dumps({"v": 1, **identity}, option=orjson.OPT_SORT_KEYS)
-        return hashlib.sha256(canonical).hexdigest()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._entries
-
-    def items(self) -> list[tuple[str, EraEntry]]:
-        return sorted(self._entries.items())
-
-    def get(self, key: str) -> EraEntry | None:
-        return self._entries.get(key)
-
-    def put(self, key: str, outcome: ProbeDone | EraEntry, now: float) -> EraEntry:
-        """Remember ``outcome`` for ``key`` as of ``now`` (wall-clock); returns the entry stored."""
-        if not _HEX64.fullmatch(key):
-            raise ValueError("a key is what EraCache.key returns")
-        entry = EraEntry(era=outcome.era, revision=outcome.revision, at=now)
-        self._entries[key] = entry
-        if len(self._entries) > self.max_entries:
-            oldest = sorted(self._entries.items(), key=lambda kv: (kv[1].at, kv[0]))
-            for old, _ in oldest[: len(self._entries) - self.max_entries]:
-                del self._entries[old]
-        return entry
-
-    def invalidate(self, key: str) -> bool:
-        """Forget ``key`` (its era stopped working); whether there was an entry."""
-        return self._entries.pop(key, None) is not None
-
-    def record(self, key: str, outcome: ProbeDone | ProbeFailed, now: float) -> None:
-        """What to do with a probe's outcome: remember a success, forget the entry of a failure."""
-        if isinstance(outcome, ProbeDone):
-            self.put(key, outcome, now)
-        else:
-            self.invalidate(key)
-
-    def to_bytes(self) -> bytes:
-        doc = {"format": self.FORMAT, "eras": {k: e.to_obj() for k, e in self.items()}}
-        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2) + b"\n"
-
-    @classmethod
-    def from_bytes(cls, data: bytes, *, max_entries: int = 512) -> EraCache:
-        """The cache ``data`` holds.  Never raises: corrupt data gives an empty cache, a bad entry is skipped."""
-        cache = cls(max_entries=max_entries)
-        try:
-            doc = orjson.loads(data)
-        except (orjson.JSONDecodeError, TypeError):
-            return cache
-        if (
-            not isinstance(doc, dict)
-            or doc.get("format") != cls.FORMAT
-            or not isinstance(doc.get("eras"), dict)
-        ):
-            return cache
-        for key, obj in doc["eras"].items():
-            entry = EraEntry.from_obj(obj)
-            if entry is not None and isinstance(key, str) and _HEX64.fullmatch(key):
-                cache.put(key, entry, entry.at)
-        return cache
-
-
-def _normal_url(url: str) -> str:
-    parts = urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"  # IPv6 literal
-    port = parts.port
-    netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
-    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
