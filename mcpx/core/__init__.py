@@ -17,20 +17,27 @@ lives in a named submodule, one per subject, with names that pair up:
                        in layers: ``server_base``, ``server_output``,
                        ``server_questions``, ``server_tasks``,
                        ``server_methods``, ``server_judging``
-``client_session``     the client side (``ClientSession``)
+``client_session``     the client side (``ClientSession``); its events in
+                       ``client_events``, its layer ``client_session_base``
 ``stdio``              newline-delimited JSON framing around a server session
 ``http_server``        the server's HTTP binding: Streamable HTTP, HTTP+SSE,
                        in layers: ``http_base``, ``http_sessions``,
                        ``http_streamable``, ``http_legacy_sse``, ``http_reading``
-``http_client``        the client's Streamable HTTP binding
-``sse_client``         the client's HTTP+SSE binding (2024-11-05)
+``http_client``        the client's Streamable HTTP binding; beside it
+                       ``http_client_actions``, ``http_client_base``
+``sse_client``         the client's HTTP+SSE binding (2024-11-05); beside it
+                       ``sse_client_actions``, ``sse_client_base``
 ``http_wire``          what both HTTP bindings write: ``SendBytes``, headers
 ``probe``              which era a server speaks, and its cache; beside it
                        ``probe_events``, ``probe_cache``, and its layers
                        ``probe_base``, ``probe_judging``, ``probe_reading``
-``pool``               upstream instances: start, idle, backoff, call timeout
-``router``             the gateway's middle: host calls to upstream sessions
-``gateway``            what a host sees over the upstreams' catalogs
+``pool``               upstream instances: start, idle, backoff, call timeout;
+                       beside it ``pool_actions``, ``pool_base``
+``router``             the gateway's middle: host calls to upstream sessions;
+                       beside it ``router_actions``, ``router_base``
+``gateway``            what a host sees over the upstreams' catalogs; beside
+                       it ``gateway_results``, ``gateway_cursors``,
+                       ``gateway_lists``
 ``gateway_uris``       ``mcpx://`` URIs; ``gateway_tools`` the gateway's tools
 ``rounds``, ``tasks``  questions and 2026-07-28 rounds; tasks
 ``revisions``          the five revisions and what each defines

@@ -113,40 +113,50 @@ Decisions recorded here
 Objects returned (pages, routes, answers) share structure with the catalogs:
 never edit them; ``downgrade`` copies on write before anything is spelled
 for an older peer.
+
+Modules: the surface's face is here (``GatewaySurface``: where each request
+goes, and the answers of the gateway's own tools); beside it, one module per
+subject:
+
+===================== =====================================================
+``gateway_results``   what the surface answers with (``Page``, ``Route``,
+                      ``Answer``, ``OwnResource``, ``GatewayError``) and
+                      what it is built from (``UpstreamCatalog``)
+``gateway_cursors``   the cursors of its lists, signed with the caller's key
+``gateway_lists``     the surface built from the catalogs: names merged,
+                      collisions found, the lists paged (``_Lists``, the
+                      layer ``GatewaySurface`` stands on)
+``gateway_uris``      ``mcpx://`` URIs
+``gateway_tools``     the definitions of the gateway's own tools
+===================== =====================================================
+
+Every public name is importable from this module.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
-import orjson
-
-from .drafts import builder
-from .errors import INVALID_PARAMS, RESOURCE_NOT_FOUND, LocalProtocolError
-from .gateway_tools import (
-    _SEARCH_LIMIT,
-    _TOOLS_BY_NAME,
-    GATEWAY_TOOL_NAMES,
-    _check_arguments,
-    _structured,
+from .errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
+from .gateway_lists import _COLLISION_LIST, Collision, _Lists
+from .gateway_results import (
+    _LIST_METHODS,
+    OWN_NAMESPACE,
+    Answer,
+    GatewayError,
+    ListKind,
+    OwnResource,
+    Page,
+    Route,
+    UpstreamCatalog,
+    _named_entries,
+    _route,
+    _tool_error,
 )
-from .gateway_uris import (
-    _SCHEME,
-    McpxUriError,
-    _clip,
-    mcpx_uri,
-    mcpx_uri_template,
-    parse_mcpx_uri,
-    rewrite_result_uris,
-    template_matches,
-)
+from .gateway_tools import _SEARCH_LIMIT, _check_arguments, _structured
+from .gateway_uris import _SCHEME, McpxUriError, _clip, mcpx_uri, parse_mcpx_uri, template_matches
 from .revisions import NEWEST, Revision
 
 __all__ = [
@@ -162,338 +172,8 @@ __all__ = [
     "UpstreamCatalog",
 ]
 
-OWN_NAMESPACE: Final = "mcpx"
-"""The namespace of mcpx's own resources; no upstream may use it (``mcpx.config``)."""
 
-
-ListKind = Literal["tools", "prompts", "resources", "resourceTemplates"]
-_LIST_METHODS: Final[Mapping[str, str]] = {
-    "tools": "tools/list",
-    "prompts": "prompts/list",
-    "resources": "resources/list",
-    "resourceTemplates": "resources/templates/list",
-}
-
-# mcpx.config's rule for server names, which are namespaces: a URI host label
-# without "_", so that "<namespace>_<prompt>" splits at the first "_".
-_NAMESPACE: Final = re.compile(r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?\Z")
-_NAMESPACE_RULE: Final = (
-    "lowercase letters, digits and '-', starting with a letter and not ending with '-', at most 63 characters"
-)
-
-_DEFAULT_PAGE_SIZE: Final = 100
 _SEARCH_DESCRIPTION_CHARS: Final = 300
-
-
-# ----------------------------------------------------------------------------
-# Results
-# ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GatewayError:
-    """A JSON-RPC error to answer the host's request with (``to_error_object()``)."""
-
-    code: int
-    message: str
-    data: Any = None
-
-    def to_error_object(self) -> dict[str, Any]:
-        """The JSON-RPC ``error`` member."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Page:
-    """One page of a gateway list; send ``result()`` (then ``envelope``/``downgrade`` as usual)."""
-
-    kind: ListKind
-    items: tuple[Mapping[str, Any], ...]
-    next_cursor: str | None = None
-
-    def result(self) -> dict[str, Any]:
-        """The list result in the newest shape."""
-        out: dict[str, Any] = {self.kind: list(self.items)}
-        if self.next_cursor is not None:
-            out["nextCursor"] = self.next_cursor
-        return out
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Route:
-    """Forward ``method`` with ``params`` to upstream ``server``; answer with ``finish(its result)``.
-
-    ``params`` are the host's (``_meta`` included, for the driver to carry per
-    spec/gateway.md §5) with the name or URI the upstream knows.  An upstream
-    JSON-RPC error is relayed as that error (spec/gateway.md §1), not through
-    ``finish``.
-    """
-
-    server: str
-    method: str
-    params: Mapping[str, Any]
-    rewrite_uris: bool
-    unlisted: str | None = None
-    """For ``mcpx_call`` of a tool its server's catalog does not list: what to tell the host if the
-    upstream answers ``-32602`` (``reword``), in the words of the gateway's surface."""
-
-    @property
-    def name(self) -> str | None:
-        """The tool or prompt name the upstream is asked for (``None`` for a resource)."""
-        name = self.params.get("name")
-        return name if isinstance(name, str) else None
-
-    @property
-    def uri(self) -> str | None:
-        """The resource URI the upstream is asked for (``None`` for a tool or prompt)."""
-        uri = self.params.get("uri")
-        return uri if isinstance(uri, str) else None
-
-    def finish(self, result: Mapping[str, Any]) -> Any:
-        """The upstream's ``result`` as the host gets it: verbatim, URIs rewritten if this route says so."""
-        return rewrite_result_uris(result, self.server) if self.rewrite_uris else result
-
-    def reword(self, code: int, message: str) -> str:
-        """The message of the upstream's JSON-RPC error ``code`` as the host gets it (code and data stay).
-
-        Verbatim, except an unlisted tool's ``-32602``: the upstream's hint
-        (``tools/list``) is no use to a gateway host, which lists only mcpx's
-        tools, so mcpx says what to use and quotes the server.
-        """
-        if self.unlisted is not None and code == INVALID_PARAMS:
-            return f"{self.unlisted} (the server said: {message})"
-        return message
-
-
-_route = builder(Route)  # one per routed call, built without __init__ (mcpx/core/drafts.py)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Answer:
-    """A complete result the gateway produced itself; send ``result``."""
-
-    result: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OwnResource:
-    """``mcpx://mcpx/<path>``: one of mcpx's own resources; the daemon decides what it is."""
-
-    uri: str
-    path: str
-
-
-# ----------------------------------------------------------------------------
-# Input: one upstream's catalog
-# ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpstreamCatalog:
-    """A snapshot of one upstream server, as the pool last saw it.
-
-    ``name`` is the configured server name, which is its namespace.  The
-    lists are the upstream's own entries, every page joined, in its order.
-    ``status`` is the pool's word for the server (``"ready"``, ``"starting"``,
-    ``"failed"``, …) and ``detail`` why, when it is not ready; both are only
-    shown (``mcpx_servers``).  ``revision`` is the negotiated revision, if
-    the server has been reached.
-    """
-
-    name: str
-    status: str = "ready"
-    detail: str | None = None
-    revision: Revision | None = None
-    capabilities: Mapping[str, Any] = field(default_factory=dict)
-    tools: Sequence[Mapping[str, Any]] = ()
-    prompts: Sequence[Mapping[str, Any]] = ()
-    resources: Sequence[Mapping[str, Any]] = ()
-    resource_templates: Sequence[Mapping[str, Any]] = ()
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAMESPACE.match(self.name):
-            raise LocalProtocolError(
-                f"server name {self.name!r} cannot be a namespace: use {_NAMESPACE_RULE} (mcpx.config checks this)"
-            )
-        if self.name == OWN_NAMESPACE:
-            raise LocalProtocolError(f"server name {OWN_NAMESPACE!r} is mcpx's own namespace; choose another")
-        if self.revision is not None and not isinstance(self.revision, Revision):
-            raise LocalProtocolError(f"revision must be a Revision or None, not {self.revision!r}")
-        if not isinstance(self.status, str) or not self.status:
-            raise LocalProtocolError("status must be a non-empty string such as 'ready'")
-        for name in ("tools", "prompts", "resources", "resource_templates"):
-            value = getattr(self, name)
-            if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-                raise LocalProtocolError(f"{name} must be a sequence of the upstream's entries")
-            object.__setattr__(self, name, tuple(value))
-
-    def tool(self, name: str) -> Mapping[str, Any] | None:
-        """The first tool this upstream lists as ``name``."""
-        return next((t for t in _named_entries(self.tools) if t["name"] == name), None)
-
-
-# ----------------------------------------------------------------------------
-# The gateway's own tools' answers (their definitions: gateway_tools.py)
-# ----------------------------------------------------------------------------
-
-
-def _tool_error(message: str) -> Answer:
-    return Answer(result={"content": [{"type": "text", "text": message}], "isError": True})
-
-
-# ----------------------------------------------------------------------------
-# Cursors
-# ----------------------------------------------------------------------------
-
-_CURSOR_CONTEXT: Final = b"mcpx gateway cursor v1\x00"
-_CURSOR_MAX: Final = 256
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-class _Cursors:
-    """Mints and reads the gateway's cursors: ``payload.MAC`` under the caller's key."""
-
-    __slots__ = ("_key",)
-
-    def __init__(self, key: bytes) -> None:
-        self._key = key
-
-    def _mac(self, payload: str) -> str:
-        return _b64(
-            hmac.new(self._key, _CURSOR_CONTEXT + payload.encode("ascii"), hashlib.sha256).digest()[:16]
-        )
-
-    def mint(self, kind: ListKind, offset: int, fingerprint: str) -> str:
-        payload = _b64(orjson.dumps([kind, offset, fingerprint]))
-        return f"{payload}.{self._mac(payload)}"
-
-    def read(self, cursor: object, kind: ListKind, fingerprint: str, length: int) -> int | GatewayError:
-        """The offset ``cursor`` stands for, or the ``-32602`` that says why it stands for none."""
-        method = _LIST_METHODS[kind]
-        if cursor is None:
-            return 0
-        again = f"call {method} without a cursor, then pass each nextCursor it returns unchanged"
-        if not isinstance(cursor, str):
-            return _cursor_error(f"the cursor must be a string, not {type(cursor).__name__}; {again}", None)
-        payload, dot, mac = cursor.partition(".")
-        if not dot or len(cursor) > _CURSOR_MAX or not cursor.isascii() or not payload or not mac:
-            return _cursor_error(f"this is not a cursor this gateway issued; {again}", cursor)
-        if not hmac.compare_digest(mac, self._mac(payload)):
-            return _cursor_error(
-                "this cursor was not issued by this gateway: it was altered, or issued before mcpx restarted "
-                f"(cursors do not outlive the daemon process); {again}",
-                cursor,
-            )
-        try:
-            issued_kind, offset, issued_fingerprint = orjson.loads(_unb64(payload))
-        except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):  # pragma: no cover - MAC'd
-            return _cursor_error(f"this is not a cursor this gateway issued; {again}", cursor)
-        if issued_kind != kind:
-            issued = _LIST_METHODS.get(issued_kind, str(issued_kind))
-            return _cursor_error(f"this cursor was issued by {issued}, not {method}; {again}", cursor)
-        if issued_fingerprint != fingerprint or not isinstance(offset, int) or not 0 < offset < length:
-            return _cursor_error(
-                f"the list changed since this cursor was issued (an upstream's catalog changed); {again}",
-                cursor,
-            )
-        return offset
-
-
-def _cursor_error(reason: str, cursor: str | None) -> GatewayError:
-    data = {"cursor": cursor} if cursor is not None and len(cursor) <= _CURSOR_MAX else None
-    return GatewayError(code=INVALID_PARAMS, message=f"Invalid params: invalid cursor: {reason}", data=data)
-
-
-def _fingerprint(keys: Iterable[str]) -> str:
-    digest = hashlib.sha256()
-    for key in keys:
-        digest.update(key.encode("utf-8", "surrogatepass"))
-        digest.update(b"\x00")
-    return digest.hexdigest()[:16]
-
-
-# ----------------------------------------------------------------------------
-# The surface
-# ----------------------------------------------------------------------------
-
-
-def _named_entries(entries: Iterable[Any], key: str = "name") -> Iterable[Mapping[str, Any]]:
-    """Entries with a string ``key``, the first of each value only."""
-    seen: set[str] = set()
-    for entry in entries:
-        if isinstance(entry, Mapping) and isinstance(entry.get(key), str) and entry[key] not in seen:
-            seen.add(entry[key])
-            yield entry
-
-
-@dataclass(frozen=True, slots=True)
-class _Listing:
-    items: tuple[Mapping[str, Any], ...]
-    fingerprint: str
-
-
-CollisionKind = Literal["tool", "prompt", "resource", "resourceTemplate"]
-_COLLISION_LIST: Final[Mapping[CollisionKind, ListKind]] = {
-    "tool": "tools",
-    "prompt": "prompts",
-    "resource": "resources",
-    "resourceTemplate": "resourceTemplates",
-}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Collision:
-    """A name or URI that two or more pass-through servers offer, and what the host is shown for each.
-
-    ``kind`` says what collided; ``name`` is the tool or prompt name, or the
-    resource URI or URI template; ``servers`` are every server offering it,
-    in the order ``mcp.passthrough`` gives; ``offered`` is, for each of them
-    in that order, ``(server, what the host is shown for its entry)``: a
-    ``<server>_<name>`` alias for tools and prompts (a numeric suffix where
-    that is taken), the bare URI for the first server and an ``mcpx://`` form
-    for the others for resources and templates.
-    """
-
-    kind: CollisionKind
-    name: str
-    servers: tuple[str, ...]
-    offered: tuple[tuple[str, str], ...]
-
-    def to_json(self) -> dict[str, Any]:
-        """As ``mcpx_servers``, ``/v1/servers`` and log messages report it."""
-        return {
-            "kind": self.kind,
-            "name": self.name,
-            "servers": list(self.servers),
-            "offered": [{"server": server, "as": shown} for server, shown in self.offered],
-        }
-
-    def describe(self) -> str:
-        """One sentence for a person: who offers what, and under which names it is offered instead."""
-        servers = ", ".join(repr(s) for s in self.servers[:-1]) + f" and {self.servers[-1]!r}"
-        shown = ", ".join(f"{server}'s as {as_!r}" for server, as_ in self.offered)
-        label = {"resourceTemplate": "resource template"}.get(self.kind, self.kind)
-        return f"the {label} {self.name!r} is offered by {servers}, all passed through: mcpx offers {shown}"
-
-
-def _free_name(base: str, taken: set[str]) -> str:
-    """``base``, or ``base_2``, ``base_3``, … : the first that nothing listed is called (deterministic)."""
-    if base not in taken:
-        return base
-    n = 2
-    while f"{base}_{n}" in taken:
-        n += 1
-    return f"{base}_{n}"
 
 
 def _collision_error(collision: Collision, method: str) -> GatewayError:
@@ -510,7 +190,45 @@ def _collision_error(collision: Collision, method: str) -> GatewayError:
     )
 
 
-class GatewaySurface:
+def _forwarded(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    # ``task`` asks mcpx, not the upstream, to run the call as a task (spec/gateway.md §6).
+    # Read only, as a Route's params are: the host's own params when there is nothing to drop.
+    if "task" not in params:
+        return params
+    return {key: value for key, value in params.items() if key != "task"}
+
+
+_WORD: Final = re.compile(r"[^\W_]+")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def _annotation_title(tool: Mapping[str, Any]) -> Any:
+    annotations = tool.get("annotations")
+    return annotations.get("title") if isinstance(annotations, Mapping) else None
+
+
+def _score(words: Sequence[str], tool: Mapping[str, Any]) -> int | None:
+    """How well ``tool`` matches every one of ``words`` (name 3, title 2, description 1); ``None`` if not all."""
+    fields = [
+        (3, tool.get("name")),
+        (2, tool.get("title")),
+        (2, _annotation_title(tool)),
+        (1, tool.get("description")),
+    ]
+    texts = [(weight, " ".join(_words(value))) for weight, value in fields if isinstance(value, str)]
+    score = 0
+    for word in words:
+        best = max((weight for weight, text in texts if word in text), default=0)
+        if best == 0:
+            return None
+        score += best
+    return score
+
+
+class GatewaySurface(_Lists):
     """What mcpx offers a host over a snapshot of its upstreams' catalogs, and where requests go.
 
     Build one per snapshot: ``catalogs`` in configuration order,
@@ -521,285 +239,6 @@ class GatewaySurface:
     value it returns (see the module docstring).  Nothing here changes after
     construction.
     """
-
-    def __init__(
-        self,
-        catalogs: Sequence[UpstreamCatalog],
-        *,
-        cursor_key: bytes,
-        passthrough: Sequence[str] = (),
-        page_size: int = _DEFAULT_PAGE_SIZE,
-    ) -> None:
-        if not isinstance(cursor_key, bytes) or len(cursor_key) < 16:
-            raise LocalProtocolError(
-                "cursor_key must be at least 16 random bytes, generated per daemon process"
-            )
-        if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
-            raise LocalProtocolError(f"page_size must be a positive integer, not {page_size!r}")
-        self._catalogs: dict[str, UpstreamCatalog] = {}
-        for catalog in catalogs:
-            if not isinstance(catalog, UpstreamCatalog):
-                raise LocalProtocolError(
-                    f"catalogs must be UpstreamCatalog values, not {type(catalog).__name__}"
-                )
-            if catalog.name in self._catalogs:
-                raise LocalProtocolError(f"server {catalog.name!r} has two catalogs; give one per server")
-            self._catalogs[catalog.name] = catalog
-        if isinstance(passthrough, str):
-            raise LocalProtocolError("passthrough is a sequence of server names, not one string")
-        seen: set[str] = set()
-        for name in passthrough:
-            if name not in self._catalogs:
-                configured = ", ".join(self._catalogs) or "none"
-                raise LocalProtocolError(
-                    f"mcp.passthrough names {name!r}, which is not a configured server (configured: {configured})"
-                )
-            if name in seen:
-                raise LocalProtocolError(f"mcp.passthrough names {name!r} twice")
-            seen.add(name)
-        self._passthrough: tuple[str, ...] = tuple(passthrough)
-        self._cursors = _Cursors(cursor_key)
-        self._page_size = page_size
-        self._build()
-
-    # -- construction ----------------------------------------------------
-
-    def _build(self) -> None:
-        passed = [self._catalogs[name] for name in self._passthrough]
-        gatewayed = [c for c in self._catalogs.values() if c.name not in self._passthrough]
-
-        # Tools: pass-through ones under their own names (colliding ones under aliases), then the
-        # gateway's not shadowed.
-        self._tool_owner: dict[str, str] = {}
-        self._tool_alias: dict[str, tuple[str, str]] = {}
-        tool_collisions, pt_tools = self._merge_names(
-            passed, "tool", lambda c: c.tools, self._tool_owner, self._tool_alias, set(GATEWAY_TOOL_NAMES)
-        )
-        self._colliding: dict[tuple[str, str], Collision] = {("tool", c.name): c for c in tool_collisions}
-        self._visible_gateway_tools = tuple(
-            n for n in GATEWAY_TOOL_NAMES if n not in self._tool_owner and ("tool", n) not in self._colliding
-        )
-        self._offered_tools = tuple(pt_tools)
-        self._tools = self._listing(
-            [*(entry for _, _, entry in pt_tools), *(_TOOLS_BY_NAME[n] for n in self._visible_gateway_tools)],
-            "name",
-        )
-
-        # Prompts: pass-through ones (colliding ones under aliases), then "<namespace>_<prompt>" for
-        # the rest, the upstream winning.
-        self._prompt_owner: dict[str, str] = {}
-        self._prompt_alias: dict[str, tuple[str, str]] = {}
-        namespaced_names = {
-            f"{catalog.name}_{prompt['name']}"
-            for catalog in gatewayed
-            for prompt in _named_entries(catalog.prompts)
-        }
-        prompt_collisions, pt_prompts = self._merge_names(
-            passed, "prompt", lambda c: c.prompts, self._prompt_owner, self._prompt_alias, namespaced_names
-        )
-        self._colliding.update({("prompt", c.name): c for c in prompt_collisions})
-        namespaced = [
-            {**prompt, "name": f"{catalog.name}_{prompt['name']}"}
-            for catalog in gatewayed
-            for prompt in _named_entries(catalog.prompts)
-            if f"{catalog.name}_{prompt['name']}" not in self._prompt_owner
-            and f"{catalog.name}_{prompt['name']}" not in self._prompt_alias
-        ]
-        self._prompts = self._listing([*(entry for _, _, entry in pt_prompts), *namespaced], "name")
-
-        # Resources and templates: pass-through ones as listed; a URI (or template) several of them
-        # list is listed bare for the first, where bare reads go, and as mcpx:// for the others.
-        resource_collisions, pt_resources = self._merge_uris(passed, "resource")
-        template_collisions, pt_templates = self._merge_uris(passed, "resourceTemplate")
-        self._collisions = (*tool_collisions, *prompt_collisions, *resource_collisions, *template_collisions)
-        self._collisions_by_list: dict[ListKind, tuple[Collision, ...]] = {
-            kind: tuple(c for c in self._collisions if _COLLISION_LIST[c.kind] == kind)
-            for kind in _COLLISION_LIST.values()
-        }
-        resources = [
-            {**resource, "uri": mcpx_uri(catalog.name, resource["uri"])}
-            for catalog in gatewayed
-            for resource in _named_entries(catalog.resources, "uri")
-        ]
-        templates = [
-            {**template, "uriTemplate": mcpx_uri_template(catalog.name, template["uriTemplate"])}
-            for catalog in gatewayed
-            for template in _named_entries(catalog.resource_templates, "uriTemplate")
-        ]
-        self._resource_uris = {
-            c.name: frozenset(r["uri"] for r in _named_entries(c.resources, "uri"))
-            for c in self._catalogs.values()
-        }
-        self._template_strings = {
-            c.name: tuple(t["uriTemplate"] for t in _named_entries(c.resource_templates, "uriTemplate"))
-            for c in self._catalogs.values()
-        }
-        self._resources = self._listing([*pt_resources, *resources], "uri")
-        self._templates = self._listing([*pt_templates, *templates], "uriTemplate")
-        self._tool_names: dict[str, frozenset[str]] = {}  # per server, made at its first mcpx_call
-
-    @staticmethod
-    def _merge_names(
-        catalogs: Sequence[UpstreamCatalog],
-        kind: Literal["tool", "prompt"],
-        entries: Callable[[UpstreamCatalog], Sequence[Mapping[str, Any]]],
-        owner: dict[str, str],
-        aliases: dict[str, tuple[str, str]],
-        reserved: set[str],
-    ) -> tuple[list[Collision], list[tuple[str, str, Mapping[str, Any]]]]:
-        """Pass-through entries as listed, each ``(shown name, server, entry as shown)``, and the collisions.
-
-        A name one server offers is its own (``owner``); a name several offer is
-        listed by nobody, and each server's entry is offered as
-        ``<server>_<name>`` instead (``aliases``: alias → (server, its name)).
-        An alias never takes a name any pass-through server offers, nor one in
-        ``reserved``: it gets the first free ``_2``, ``_3``, … suffix.  Names are
-        settled in the order they first appear (``mcp.passthrough`` order), so
-        the same catalogs always give the same aliases.
-        """
-        offered: dict[str, list[str]] = {}
-        for catalog in catalogs:
-            for entry in _named_entries(entries(catalog)):
-                offered.setdefault(entry["name"], []).append(catalog.name)
-        taken = set(offered) | reserved
-        alias_of: dict[tuple[str, str], str] = {}
-        collisions: list[Collision] = []
-        for name, servers in offered.items():
-            if len(servers) < 2:
-                continue
-            shown: list[tuple[str, str]] = []
-            for server in servers:
-                alias = _free_name(f"{server}_{name}", taken)
-                taken.add(alias)
-                alias_of[(server, name)] = alias
-                aliases[alias] = (server, name)
-                shown.append((server, alias))
-            collisions.append(Collision(kind=kind, name=name, servers=tuple(servers), offered=tuple(shown)))
-        merged: list[tuple[str, str, Mapping[str, Any]]] = []
-        for catalog in catalogs:
-            for entry in _named_entries(entries(catalog)):
-                shown_as = alias_of.get((catalog.name, entry["name"]))
-                if shown_as is None:
-                    owner[entry["name"]] = catalog.name
-                    merged.append((entry["name"], catalog.name, entry))
-                else:
-                    merged.append((shown_as, catalog.name, {**entry, "name": shown_as}))
-        return collisions, merged
-
-    @staticmethod
-    def _merge_uris(
-        catalogs: Sequence[UpstreamCatalog], kind: Literal["resource", "resourceTemplate"]
-    ) -> tuple[list[Collision], list[Mapping[str, Any]]]:
-        """Pass-through resources (or templates) as listed, and the URIs several servers list.
-
-        A URI is not a name the host picks: a result's resource link carries the
-        bare URI, and a bare read goes to the first server that lists it.  So
-        the first keeps it, and the others' entries are listed under their
-        ``mcpx://`` forms, which reach them.
-        """
-        key = "uri" if kind == "resource" else "uriTemplate"
-        spell = mcpx_uri if kind == "resource" else mcpx_uri_template
-
-        def listed(catalog: UpstreamCatalog) -> Iterable[Mapping[str, Any]]:
-            return _named_entries(
-                catalog.resources if kind == "resource" else catalog.resource_templates, key
-            )
-
-        listers: dict[str, list[str]] = {}
-        for catalog in catalogs:
-            for entry in listed(catalog):
-                listers.setdefault(entry[key], []).append(catalog.name)
-        merged: list[Mapping[str, Any]] = []
-        for catalog in catalogs:
-            for entry in listed(catalog):
-                first = listers[entry[key]][0]
-                merged.append(
-                    entry if first == catalog.name else {**entry, key: spell(catalog.name, entry[key])}
-                )
-        collisions = [
-            Collision(
-                kind=kind,
-                name=uri,
-                servers=tuple(servers),
-                offered=tuple((s, uri if i == 0 else spell(s, uri)) for i, s in enumerate(servers)),
-            )
-            for uri, servers in listers.items()
-            if len(servers) > 1
-        ]
-        return collisions, merged
-
-    @staticmethod
-    def _listing(items: list[Mapping[str, Any]], key: str) -> _Listing:
-        return _Listing(tuple(items), _fingerprint(item[key] for item in items))
-
-    # -- what the surface is ----------------------------------------------
-
-    @property
-    def servers(self) -> tuple[str, ...]:
-        """Every upstream, in configuration order."""
-        return tuple(self._catalogs)
-
-    @property
-    def passthrough(self) -> tuple[str, ...]:
-        """The servers offered under their own names, in the order given."""
-        return self._passthrough
-
-    @property
-    def collisions(self) -> tuple[Collision, ...]:
-        """What several pass-through servers offer under one name or URI: tools, prompts, resources, templates.
-
-        Settled when the surface is built; each is listed under aliases (see
-        ``Collision``).  Report them (``mcpx_servers`` does, and the daemon
-        tells hosts that asked for log messages when it lists).
-        """
-        return self._collisions
-
-    def collisions_in(self, kind: ListKind) -> tuple[Collision, ...]:
-        """The collisions that list ``kind`` (``"tools"``, …) shows under aliases."""
-        return self._collisions_by_list[kind]
-
-    @property
-    def offered_tools(self) -> tuple[tuple[str, str, Mapping[str, Any]], ...]:
-        """Each pass-through tool as listed: ``(name the host is shown, server, the server's own entry)``.
-
-        The entry is as listed (an alias's under the alias, otherwise verbatim),
-        for what the driver reads of it before routing (``x-mcp-header``,
-        ``taskSupport``), keyed by the name the host calls.
-        """
-        return self._offered_tools
-
-    @property
-    def tools_list_changed(self) -> bool:
-        """Whether to declare ``tools.listChanged``: only when passing through (spec/gateway.md §1)."""
-        return bool(self._passthrough)
-
-    # -- lists --------------------------------------------------------------
-
-    def list_tools(self, cursor: object = None) -> Page | GatewayError:
-        """``tools/list``: pass-through tools, then the gateway's; ``params.cursor`` as given."""
-        return self._page("tools", self._tools, cursor)
-
-    def list_prompts(self, cursor: object = None) -> Page | GatewayError:
-        """``prompts/list``: pass-through prompts, then ``<namespace>_<prompt>`` for the rest."""
-        return self._page("prompts", self._prompts, cursor)
-
-    def list_resources(self, cursor: object = None) -> Page | GatewayError:
-        """``resources/list``: pass-through resources as listed, then ``mcpx://`` ones for the rest."""
-        return self._page("resources", self._resources, cursor)
-
-    def list_resource_templates(self, cursor: object = None) -> Page | GatewayError:
-        """``resources/templates/list``: as ``list_resources``, for templates."""
-        return self._page("resourceTemplates", self._templates, cursor)
-
-    def _page(self, kind: ListKind, listing: _Listing, cursor: object) -> Page | GatewayError:
-        start = self._cursors.read(cursor, kind, listing.fingerprint, len(listing.items))
-        if isinstance(start, GatewayError):
-            return start
-        end = start + self._page_size
-        next_cursor = self._cursors.mint(kind, end, listing.fingerprint) if end < len(listing.items) else None
-        return Page(kind=kind, items=listing.items[start:end], next_cursor=next_cursor)
-
-    # -- tools/call -----------------------------------------------------------
 
     def call_tool(
         self, params: Mapping[str, Any], *, revision: Revision = NEWEST
@@ -981,8 +420,6 @@ class GatewaySurface:
             )
         return Answer(result=_structured({"server": server, "tool": dict(tool)}))
 
-    # -- prompts/get ----------------------------------------------------------
-
     def get_prompt(self, params: Mapping[str, Any]) -> Route | GatewayError:
         """``prompts/get``: the upstream that answers it, under the name it knows."""
         name = params.get("name")
@@ -1018,8 +455,6 @@ class GatewaySurface:
             ),
             data={"name": name},
         )
-
-    # -- resources --------------------------------------------------------------
 
     def route_resource(
         self, params: Mapping[str, Any], method: str = "resources/read"
@@ -1071,46 +506,3 @@ class GatewaySurface:
         return uri in self._resource_uris[server] or any(
             template_matches(template, uri) for template in self._template_strings[server]
         )
-
-
-# ----------------------------------------------------------------------------
-# Helpers
-# ----------------------------------------------------------------------------
-
-
-def _forwarded(params: Mapping[str, Any]) -> Mapping[str, Any]:
-    # ``task`` asks mcpx, not the upstream, to run the call as a task (spec/gateway.md §6).
-    # Read only, as a Route's params are: the host's own params when there is nothing to drop.
-    if "task" not in params:
-        return params
-    return {key: value for key, value in params.items() if key != "task"}
-
-
-_WORD: Final = re.compile(r"[^\W_]+")
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())
-
-
-def _annotation_title(tool: Mapping[str, Any]) -> Any:
-    annotations = tool.get("annotations")
-    return annotations.get("title") if isinstance(annotations, Mapping) else None
-
-
-def _score(words: Sequence[str], tool: Mapping[str, Any]) -> int | None:
-    """How well ``tool`` matches every one of ``words`` (name 3, title 2, description 1); ``None`` if not all."""
-    fields = [
-        (3, tool.get("name")),
-        (2, tool.get("title")),
-        (2, _annotation_title(tool)),
-        (1, tool.get("description")),
-    ]
-    texts = [(weight, " ".join(_words(value))) for weight, value in fields if isinstance(value, str)]
-    score = 0
-    for word in words:
-        best = max((weight for weight, text in texts if word in text), default=0)
-        if best == 0:
-            return None
-        score += best
-    return score

@@ -96,26 +96,41 @@ and its response carrying a stream; a resumed stream gets a new exchange (a
 GET with ``Last-Event-ID``) on another connection.  An exchange's response
 goes ``head`` → one of ``json | sse | empty | refused | junk`` → ``done``;
 ``_MODES`` says what a response's status and content type select.
+
+Modules: the binding's face is here (the session's side, the driver's side,
+requests and responses); beside it, ``http_client_actions`` holds the
+configuration, the actions and the header values, and ``http_client_base``
+the layer ``HttpClientConnection`` stands on: the records, every field
+(``_ClientBindingBase.__init__``), delivering answers and failing requests,
+connections, and the wording of errors (which the HTTP+SSE binding,
+``sse_client``, uses too).  Every public name is importable from this module.
 """
 
 from __future__ import annotations
 
-import base64
-import itertools
-import re
-from collections import deque
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Final
-from urllib.parse import urlsplit
 
 import h11
 import orjson
 
-from .errors import INTERNAL_ERROR, LocalProtocolError
-from .http_wire import CloseConnection, SendBytes, buffered, header_map, reason_phrase
-from .jsonrpc import RequestId
-from .revisions import META_PROTOCOL_VERSION, REVISIONS, Revision
+from .errors import LocalProtocolError
+from .http_client_actions import (
+    Closed,
+    HttpClientAction,
+    HttpClientConfig,
+    JsonReceived,
+    OpenConnection,
+    RequestRefused,
+    SessionExpired,
+    StreamEnded,
+    _param_text,
+    encode_header_value,
+    tool_header_params,
+)
+from .http_client_base import _ClientBindingBase, _Conn, _Exchange, _is_id, _Stream
+from .http_wire import SendBytes, buffered, header_map
+from .revisions import META_PROTOCOL_VERSION, Revision
 from .sse import SseDecoder, SseError
 
 __all__ = [
@@ -132,298 +147,18 @@ __all__ = [
     "tool_header_params",
 ]
 
-MODERN: Final = Revision.V2026_07_28
+
 _VERSION_HEADER_FROM: Final = Revision.V2025_06_18  # 2025-06-18 basic/transports, Protocol Version Header
+
+
 _ACCEPT: Final = "application/json, text/event-stream"
-_SENTINEL: Final = re.compile(r"=\?base64\?.*\?=\Z", re.IGNORECASE | re.DOTALL)
-_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-_EXCERPT: Final = 200
-# Names the binding owns, and RFC 9110 §7.6.1 hop-by-hop names: never taken from config.headers.
-_OWN_HEADERS: Final = frozenset(
-    {
-        "host",
-        "content-length",
-        "content-type",
-        "accept",
-        "user-agent",
-        "last-event-id",
-        "mcp-protocol-version",
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
+
+
 _NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-_HEADER_TYPES: Final = frozenset({"string", "integer", "boolean"})
 
 
-# --------------------------------------------------------------------------
-# Configuration and actions
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HttpClientConfig:
-    """One upstream MCP URL and how to talk to it.  ``host``/``port``/``tls`` are derived from ``url``."""
-
-    url: str = field(repr=False)  # query-string auth may be in it
-    modern: bool = False
-    revision: Revision = MODERN  # 2026-07-28: the version stated when a body does not say
-    user_agent: str = "mcpx"
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may carry credentials
-    tool_headers: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    max_body: int = 4 * 1024 * 1024
-    max_event: int = 4 * 1024 * 1024
-    max_header_bytes: int = 64 * 1024
-    max_connections: int = 16
-    max_idle: int = 4
-    retry: float = 1.0  # seconds before resuming when the server sent no retry:
-    max_retry: float = 300.0  # a server's retry: beyond this is capped
-    max_resumes: int = 5
-    # derived in __post_init__
-    tls: bool = field(init=False, default=False)
-    host: str = field(init=False, default="")
-    port: int = field(init=False, default=0)
-    authority: str = field(init=False, default="")
-    target: str = field(init=False, default="/", repr=False)  # may carry query-string auth
-    refused_headers: tuple[str, ...] = field(init=False, default=())
-
-    def __post_init__(self) -> None:
-        try:
-            parts = urlsplit(self.url)
-            port = parts.port
-        except ValueError as exc:
-            raise ValueError(f"not a usable URL: {self.url!r} ({exc})") from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"an MCP server URL is http:// or https:// with a host, not {self.url!r}")
-        if parts.username is not None or parts.password is not None:
-            raise ValueError("put credentials in headers (Authorization), not in the URL")
-        tls = parts.scheme == "https"
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        kept: list[tuple[str, str]] = []
-        refused: list[str] = []
-        for name, value in self.headers:
-            if not _TOKEN.match(name) or any(ch in value for ch in "\r\n\0"):
-                raise ValueError(f"header {name!r} is not a valid HTTP header")
-            low = name.lower()
-            if low in _OWN_HEADERS or low.startswith("mcp-"):
-                refused.append(name)
-            else:
-                kept.append((name, value))
-        if min(self.max_body, self.max_event, self.max_header_bytes, self.max_connections) < 1:
-            raise ValueError("limits must be positive")
-        set_ = object.__setattr__
-        set_(self, "tls", tls)
-        set_(self, "host", parts.hostname)
-        set_(self, "port", port if port is not None else (443 if tls else 80))
-        set_(self, "authority", parts.netloc)
-        set_(self, "target", target)
-        set_(self, "headers", tuple(kept))
-        set_(self, "refused_headers", tuple(refused))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OpenConnection:
-    """Connect to ``config.host``:``config.port`` (TLS when ``config.tls``); report ``connection_made``."""
-
-    conn: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JsonReceived:
-    """One JSON value (a message or a batch) for the client session; ``handle`` is the stream's call."""
-
-    message: Any
-    handle: int | None
-    synthesized: bool = False  # an error mcpx made: the server's answer did not answer this request
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionExpired:
-    """The server no longer knows ``session_id`` (HTTP 404): start a new session with ``initialize``."""
-
-    session_id: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamEnded:
-    """A stream ended before all its answers; ``handle=None`` is the GET stream."""
-
-    handle: int | None
-    reason: str
-    resuming: bool
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RequestRefused:
-    """A POST of notifications or responses was refused (there is no call to fail)."""
-
-    status: int
-    message: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Closed:
-    """``close()`` is done: every connection is closed."""
-
-
-HttpClientAction = (
-    OpenConnection
-    | SendBytes
-    | CloseConnection
-    | JsonReceived
-    | SessionExpired
-    | StreamEnded
-    | RequestRefused
-    | Closed
-)
-
-
-# --------------------------------------------------------------------------
-# Header values
-# --------------------------------------------------------------------------
-
-
-def encode_header_value(value: str) -> str:
-    """A 2026-07-28 ``Mcp-Name``/``Mcp-Param-*`` value: as is when plain, else ``=?base64?…?=``."""
-    plain = (
-        all(0x20 <= ord(ch) <= 0x7E for ch in value)
-        and not value.startswith(" ")
-        and not value.endswith(" ")
-        and not _SENTINEL.match(value)
-    )
-    if plain:
-        return value
-    return "=?base64?" + base64.b64encode(value.encode("utf-8", "surrogatepass")).decode("ascii") + "?="
-
-
-def _param_text(value: Any) -> str | None:
-    """An argument's ``Mcp-Param-*`` value; None: not sent (2026-07-28 streamable-http, Value Encoding)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | str):
-        return str(value)
-    return None
-
-
-def tool_header_params(tool: Mapping[str, Any]) -> dict[str, str] | None:
-    """``{argument: header name}`` for a tool's ``x-mcp-header`` annotations; None when invalid.
-
-    A tool with an invalid annotation must be left out of ``tools/list`` by an
-    HTTP client (2026-07-28 basic/transports/streamable-http, Schema
-    Extension).  Only top-level properties are mapped.
-    """
-    schema = tool.get("inputSchema")
-    props = schema.get("properties") if isinstance(schema, Mapping) else None
-    if not isinstance(props, Mapping):
-        return {}
-    found: dict[str, str] = {}
-    seen: set[str] = set()
-    for argument, prop in props.items():
-        if not isinstance(prop, Mapping) or "x-mcp-header" not in prop:
-            continue
-        header = prop["x-mcp-header"]
-        if not isinstance(header, str) or not _TOKEN.match(header) or header.lower() in seen:
-            return None
-        if prop.get("type") not in _HEADER_TYPES:
-            return None
-        seen.add(header.lower())
-        found[str(argument)] = header
-    return found
-
-
-# --------------------------------------------------------------------------
-# Internal state
-# --------------------------------------------------------------------------
-
-
-@dataclass(slots=True, eq=False)
-class _Stream:
-    """A logical answer: a POST's (waiting for ``awaiting``) or the session's GET stream."""
-
-    kind: str  # post | get
-    handle: int | None
-    awaiting: set[RequestId]
-    session_id: str | None  # resumable within this session (legacy)
-    initialize: RequestId | None = None  # the id of an initialize request in it
-    last_event_id: str | None = None
-    retry: float | None = None
-    resumes: int = 0  # tries in a row without an event
-    resume_at: float | None = None
-    exchange: _Exchange | None = None
-    done: bool = False
-
-
-@dataclass(slots=True, eq=False)
-class _Exchange:
-    """One HTTP request and its response."""
-
-    method: str
-    headers: list[tuple[str, str]]
-    body: bytes
-    stream: _Stream | None  # None: the DELETE of close()
-    session_id: str | None  # the session id it was sent with
-    conn: int | None = None
-    mode: str = "head"  # head | json | sse | empty | refused | junk | done
-    status: int = 0
-    content_type: str = ""
-    buffer: bytearray = field(default_factory=bytearray)
-    decoder: SseDecoder | None = None
-    location: str | None = None
-    retried: bool = False  # sent again once, after a kept connection closed under it
-
-
-@dataclass(slots=True, eq=False)
-class _Conn:
-    id: int
-    parser: h11.Connection
-    connected: bool = False
-    exchange: _Exchange | None = None
-    closed: bool = False
-    reused: bool = False  # kept after an answer: the exchange on it now is not its first
-
-
-# --------------------------------------------------------------------------
-# The binding
-# --------------------------------------------------------------------------
-
-
-class HttpClientConnection:
+class HttpClientConnection(_ClientBindingBase):
     """All HTTP connections to one MCP server URL; see the module docstring."""
-
-    def __init__(
-        self,
-        config: HttpClientConfig,
-        *,
-        conn_ids: Iterator[int] | None = None,
-        session_id: str | None = None,
-        revision: Revision | None = None,
-    ) -> None:
-        if config.modern and session_id is not None:
-            raise LocalProtocolError("2026-07-28 has no sessions: do not pass a session id")
-        self.config = config
-        self._conn_ids = conn_ids if conn_ids is not None else itertools.count(1)
-        self._session_id = session_id
-        self._revision = revision
-        self._tool_headers: dict[str, dict[str, str]] = {
-            tool: dict(mapping) for tool, mapping in config.tool_headers.items()
-        }
-        self._actions: list[HttpClientAction] = []
-        self._conns: dict[int, _Conn] = {}
-        self._queue: deque[_Exchange] = deque()
-        self._by_handle: dict[int, _Stream] = {}
-        self._waiting: dict[RequestId, _Stream] = {}  # request id -> the stream awaiting its answer
-        self._resuming: list[_Stream] = []
-        self._get: _Stream | None = None
-        self._now = 0.0
-        self._closing = False
-        self._closed = False
-
-    # -- introspection ----------------------------------------------------------------
 
     @property
     def session_id(self) -> str | None:
@@ -447,8 +182,6 @@ class HttpClientConnection:
         """When ``handle_timer`` must be called next (a stream to resume), or None."""
         times = [s.resume_at for s in self._resuming if s.resume_at is not None]
         return min(times) if times else None
-
-    # -- the session's side ------------------------------------------------------------
 
     def set_tool_headers(self, tool: str, mapping: Mapping[str, str] | None) -> None:
         """``x-mcp-header`` of ``tool``: ``{argument: header name}`` (from ``tool_header_params``)."""
@@ -536,8 +269,6 @@ class HttpClientConnection:
             return
         self._finish_close()
 
-    # -- the driver's side -------------------------------------------------------------
-
     def connection_made(self, conn: int, now: float) -> None:
         """The connection asked for by ``OpenConnection(conn)`` is up: the request goes out."""
         self._now = max(self._now, now)
@@ -610,8 +341,6 @@ class HttpClientConnection:
             stream.resume_at = None
             if not stream.done:
                 self._start_get(stream)
-
-    # -- requests ----------------------------------------------------------------------
 
     def _common_headers(self) -> list[tuple[str, str]]:
         return [("Host", self.config.authority), ("User-Agent", self.config.user_agent)]
@@ -698,8 +427,6 @@ class HttpClientConnection:
             return
         self._actions.append(SendBytes(conn=c.id, data=data))
 
-    # -- responses ---------------------------------------------------------------------
-
     def _read(self, c: _Conn) -> None:
         while not c.closed:
             ex = c.exchange
@@ -741,7 +468,6 @@ class HttpClientConnection:
             elif isinstance(event, h11.EndOfMessage):
                 self._end(ex)
                 self._reuse(c)
-            # h11.InformationalResponse (1xx): nothing to do
 
     def _head(self, ex: _Exchange, event: h11.Response) -> None:
         ex.status = event.status_code
@@ -856,274 +582,3 @@ class HttpClientConnection:
                     return
         self._close(c)
         self._dispatch_queue()
-
-    # -- delivering and failing --------------------------------------------------------
-
-    def _deliver(self, stream: _Stream, value: Any) -> None:
-        self._actions.append(JsonReceived(message=value, handle=stream.handle))
-        for item in value if isinstance(value, list) else [value]:
-            if not isinstance(item, dict) or "method" in item or not _is_id(item.get("id")):
-                continue
-            if "result" not in item and "error" not in item:
-                continue
-            rid = item["id"]
-            owner = stream if rid in stream.awaiting else self._waiting.get(rid)
-            if owner is None:
-                continue
-            owner.awaiting.discard(rid)
-            if self._waiting.get(rid) is owner:
-                del self._waiting[rid]
-            if rid == owner.initialize and not self.config.modern:
-                result = item.get("result")
-                version = result.get("protocolVersion") if isinstance(result, dict) else None
-                if version in REVISIONS:
-                    self._revision = Revision(version)
-            if owner is not stream and not owner.awaiting and owner.kind == "post":
-                self._retire(owner)
-
-    def _fail(
-        self,
-        stream: _Stream,
-        message: str,
-        ex: _Exchange | None = None,
-        error: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Every request ``stream`` still waits for gets one error: the server's ``error``, or one made here."""
-        synthesized = error is None or "sessionExpired" in (error.get("data") or {})
-        if error is None:
-            data: dict[str, Any] = {}
-            if ex is not None and ex.status:
-                data["httpStatus"] = ex.status
-                if ex.buffer:
-                    data["body"] = _excerpt(bytes(ex.buffer))
-            error = {"code": INTERNAL_ERROR, "message": message}
-            if data:
-                error = {**error, "data": data}
-        for rid in sorted(stream.awaiting, key=repr):
-            if self._waiting.get(rid) is stream:
-                del self._waiting[rid]
-            self._actions.append(
-                JsonReceived(
-                    message={"jsonrpc": "2.0", "id": rid, "error": dict(error)},
-                    handle=stream.handle,
-                    synthesized=synthesized,
-                )
-            )
-        stream.awaiting.clear()
-        self._retire(stream)
-
-    def _unanswered(self, stream: _Stream, ex: _Exchange, what: str) -> None:
-        if not stream.awaiting:
-            return
-        # An id-less JSON-RPC error (the server could not read the request) is the reason.
-        error = _error_object(bytes(ex.buffer)) if ex.content_type == "application/json" else None
-        if error is not None:
-            self._fail(stream, error["message"], ex, error=error)
-        else:
-            self._fail(stream, f"the server's answer ({what}) did not answer the request", ex)
-
-    def _refused(self, stream: _Stream, ex: _Exchange) -> None:
-        # A 404 for a resumption (GET with Last-Event-ID) may only mean the
-        # server forgot that stream; the session's next request will tell.
-        resuming = any(name == "Last-Event-ID" for name, _ in ex.headers)
-        expired = (
-            ex.status == 404
-            and ex.session_id is not None
-            and ex.session_id == self._session_id
-            and not self.config.modern
-            and not resuming
-        )
-        error = _error_object(bytes(ex.buffer)) if ex.content_type == "application/json" else None
-        message = error["message"] if error is not None else self._describe(ex, "a refusal")
-        if stream.kind == "get":
-            if not expired:
-                self._end_get(stream, message, resuming=False)
-        elif stream.awaiting and expired:
-            # Refused for the session, so never processed: the caller may send it
-            # again in a new session (data.sessionExpired says so).
-            data: dict[str, Any] = {"httpStatus": 404, "sessionExpired": True}
-            if error is not None:
-                data["serverError"] = error
-            why = f"the server ended session {ex.session_id} (HTTP 404) and did not process the request"
-            self._fail(stream, why, ex, error={"code": INTERNAL_ERROR, "message": why, "data": data})
-        elif stream.awaiting:
-            if error is not None:
-                self._fail(stream, message, ex, error=error)
-            else:
-                self._fail(stream, message, ex)
-        else:
-            self._actions.append(RequestRefused(status=ex.status, message=message))
-            self._retire(stream)
-        if expired:
-            self._expire()
-
-    def _broken(self, ex: _Exchange, why: str, *, resumable: bool = True) -> None:
-        """``ex`` stopped before its answer ended (connection lost, malformed, over a limit)."""
-        ex.mode = "done"
-        stream = ex.stream
-        if stream is None:  # the DELETE of close(): done either way
-            self._finish_close()
-            return
-        if stream.exchange is ex:
-            stream.exchange = None
-        if stream.done:
-            return
-        if resumable:
-            self._stream_stopped(stream, why)
-        elif stream.kind == "get":
-            self._end_get(stream, why, resuming=False)
-        else:
-            self._fail(stream, why, ex)
-
-    def _stream_stopped(self, stream: _Stream, why: str) -> None:
-        """A stream ended or dropped: done, resumed after ``retry``, or failed."""
-        if stream.kind == "post" and not stream.awaiting:
-            self._retire(stream)
-            return
-        can_resume = (
-            not self._closing
-            and stream.session_id is not None
-            and stream.session_id == self._session_id
-            and (stream.kind == "get" or stream.last_event_id is not None)
-            and stream.resumes < self.config.max_resumes
-        )
-        if not can_resume:
-            if stream.kind == "get":
-                self._end_get(stream, why, resuming=False)
-            else:
-                self._actions.append(StreamEnded(handle=stream.handle, reason=why, resuming=False))
-                self._fail(stream, f"{why} before the server's answer", None)
-            return
-        stream.resumes += 1
-        delay = stream.retry if stream.retry is not None else self.config.retry
-        stream.resume_at = self._now + delay
-        self._resuming.append(stream)
-        self._actions.append(StreamEnded(handle=stream.handle, reason=why, resuming=True))
-
-    def _end_get(self, stream: _Stream, why: str, *, resuming: bool) -> None:
-        self._retire(stream)
-        self._actions.append(StreamEnded(handle=None, reason=why, resuming=resuming))
-
-    def _retire(self, stream: _Stream) -> None:
-        stream.done = True
-        if stream in self._resuming:
-            self._resuming.remove(stream)
-        stream.resume_at = None
-        for rid in list(stream.awaiting):
-            if self._waiting.get(rid) is stream:
-                del self._waiting[rid]
-        if stream.handle is not None and self._by_handle.get(stream.handle) is stream:
-            del self._by_handle[stream.handle]
-
-    def _expire(self) -> None:
-        """The server forgot our session (404): what belonged to it ends; the caller re-initialises."""
-        session_id, self._session_id, self._revision = self._session_id, None, None
-        assert session_id is not None
-        for stream in list(self._resuming):
-            if stream.session_id == session_id:
-                if stream.kind == "post":
-                    self._fail(stream, f"the server ended session {session_id} (HTTP 404)")
-                self._retire(stream)
-        if self._get is not None and not self._get.done:
-            self._drop_exchange(self._get.exchange)
-            self._end_get(self._get, f"the server ended session {session_id} (HTTP 404)", resuming=False)
-        self._actions.append(SessionExpired(session_id=session_id))
-
-    # -- connections -------------------------------------------------------------------
-
-    def _drop_exchange(self, ex: _Exchange | None) -> None:
-        """Stop reading ``ex``: unqueue it, or close its connection (2026-07-28: that cancels)."""
-        if ex is None or ex.mode == "done":
-            return
-        ex.mode = "done"
-        if ex in self._queue:
-            self._queue.remove(ex)
-            return
-        c = self._conns.get(ex.conn) if ex.conn is not None else None
-        if c is not None and c.exchange is ex:
-            c.exchange = None
-            self._close(c)
-            self._dispatch_queue()
-
-    def _close(self, c: _Conn) -> None:
-        if c.closed:
-            return
-        self._forget(c)
-        self._actions.append(CloseConnection(conn=c.id))
-
-    def _forget(self, c: _Conn) -> None:
-        c.closed = True
-        self._conns.pop(c.id, None)
-
-    def _dispatch_queue(self) -> None:
-        while self._queue and len(self._conns) < self.config.max_connections:
-            self._start(self._queue.popleft())
-
-    def _start_queued(self, c: _Conn) -> None:
-        ex = self._queue.popleft()
-        if ex.stream is not None:
-            ex.stream.exchange = ex
-        c.exchange = ex
-        ex.conn = c.id
-        self._write_request(c, ex)
-
-    def _finish_close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        for c in list(self._conns.values()):
-            self._close(c)
-        self._actions.append(Closed())
-
-    # -- wording -------------------------------------------------------------------------
-
-    def _too_large(self) -> str:
-        return f"refused: its headers exceed {self.config.max_header_bytes} bytes"
-
-    def _unreachable(self) -> str:
-        return f"mcpx could not connect to {self.config.authority}"
-
-    def _describe(self, ex: _Exchange, what: str) -> str:
-        reason = _reason(ex.status)
-        kind = f" ({ex.content_type})" if ex.content_type else ""
-        text = f"the server answered HTTP {ex.status}{reason}{kind}, {what}"
-        if ex.location and 300 <= ex.status < 400:
-            text += f"; it redirects to {ex.location[:_EXCERPT]} (mcpx does not follow redirects)"
-        excerpt = _excerpt(bytes(ex.buffer))
-        return f"{text}: {excerpt}" if excerpt else text
-
-
-# --------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------
-
-
-def _is_id(value: Any) -> bool:
-    return type(value) in (str, int)
-
-
-def _reason(status: int) -> str:
-    """`` <phrase>`` to follow a status code in a message, or nothing for a code without one."""
-    phrase = reason_phrase(status)
-    return " " + phrase.decode() if phrase else ""
-
-
-def _excerpt(body: bytes) -> str:
-    text = body[: _EXCERPT * 4].decode("utf-8", "replace")
-    text = " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
-    return text if len(text) <= _EXCERPT else text[: _EXCERPT - 1] + "…"
-
-
-def _error_object(body: bytes) -> dict[str, Any] | None:
-    """The ``error`` member of a JSON-RPC error body, or None."""
-    try:
-        value = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    error = value.get("error") if isinstance(value, dict) else None
-    if not isinstance(error, dict):
-        return None
-    code, message = error.get("code"), error.get("message")
-    if type(code) is not int or not isinstance(message, str):
-        return None
-    return dict(error)
