@@ -213,7 +213,7 @@ def test_no_progress_reaches_a_host_that_gave_no_token_and_the_hosts_token_never
 def test_narrowed_capabilities_are_computed_once_per_distinct_host_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import mcpx.core.router as module
+    import mcpx.core.router_base as module  # where the router looks it up
 
     computed: list[Any] = []
     real = module.narrowed_capabilities
