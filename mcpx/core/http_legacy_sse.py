@@ -9,15 +9,13 @@ session.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import orjson
 
 from .errors import PARSE_ERROR
-from .http_base import _Conn, _HttpError, _HttpSession, _Out
+from .http_base import _Conn, _HttpError, _Out
 from .http_streamable import _Streamable
 from .jsonrpc import ErrorResponse
-from .server_session import ServerSession
 from .sse import encode_event
 
 
@@ -40,11 +38,6 @@ def _accepts_event_stream(accept: str) -> bool:
 class _LegacySse(_Streamable):
     """The layer of the 2024-11-05 HTTP+SSE transport."""
 
-    if TYPE_CHECKING:  # defined by a later layer
-
-        def _arm_conn(self, c: _Conn, when: float, kind: str) -> None: ...
-        def _schedule_sweep(self, now: float) -> None: ...
-
     def _open_legacy_sse(self, c: _Conn, now: float) -> None:
         # 2024-11-05 asks nothing of the client's Accept here: any range that
         # covers text/event-stream will do (curl sends */*).
@@ -54,29 +47,14 @@ class _LegacySse(_Streamable):
             )
         if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
             raise _HttpError(503, "too many open sessions; try again later")
-        session_id = self._mint_session_id()
-        session = ServerSession(
-            self.config,
-            can_push=True,
-            tokens=self._tokens,
-            rounds=self._rounds,
-            owns_rounds=False,
-            tasks=self._tasks,
-            identity=f"session:{session_id}",
-        )
-        hs = _HttpSession(id=session_id, session=session, standalone=None, legacy_sse=True, last_active=now)
-        stream = self._new_stream(hs, "legacy-sse", resumable=False)
-        hs.standalone = stream
-        self._sessions[session_id] = hs
-        self._session_of[id(session)] = hs
-        if self._next_sweep is None:
-            self._schedule_sweep(now)
+        hs = self._open_session(now, legacy_sse=True)
+        stream = hs.standalone = self._new_stream(hs, "legacy-sse", resumable=False)
         out = _Out(conn=c.id, accept_sse=True, stream=stream, keepalive_at=now + self.http.sse_keepalive)
         self._arm_conn(c, now + self.http.sse_keepalive, "keepalive")
         c.out = out
         stream.out = out
         self._start_sse(c, out, prime=False)
-        endpoint = f"{self.http.messages_path}?session_id={session_id}"
+        endpoint = f"{self.http.messages_path}?session_id={hs.id}"
         self._write(c, encode_event(endpoint.encode(), event="endpoint"))
 
     def _post_legacy_sse(self, c: _Conn, query: Mapping[str, list[str]], now: float) -> None:

@@ -73,8 +73,8 @@ subject, each layer a subclass of the one below (every field is set in
                        the application's calls routed by token
 ====================== ====================================================
 
-A layer that calls a method of a later one declares it under
-``TYPE_CHECKING`` at the top of its class.
+The few methods of later layers that lower ones call are declared once,
+under ``TYPE_CHECKING``, at the top of ``_HttpBase``.
 """
 
 from __future__ import annotations

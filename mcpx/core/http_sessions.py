@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .actions import Answered, CancelRequest, Close, EndStream, HandleRequest, Send, SuspendStream
 from .errors import INVALID_REQUEST, PARSE_ERROR
@@ -28,6 +28,7 @@ from .http_base import (
     _Out,
     _Stream,
     http_status_for,
+    session_id_for,
 )
 from .revisions import Revision
 from .server_session import ServerSession
@@ -52,9 +53,36 @@ def _requester(headers: Mapping[str, str]) -> str:
 class _Sessions(_HttpBase):
     """The layer that feeds sessions and routes their output to streams; connections and sessions ending."""
 
-    if TYPE_CHECKING:  # defined by a later layer
+    def _open_session(self, now: float, *, legacy_sse: bool) -> _HttpSession:
+        """A new legacy session under a fresh ``Mcp-Session-Id``, kept and swept like every other.
 
-        def _arm_conn(self, c: _Conn, when: float, kind: str) -> None: ...
+        A Streamable HTTP session's 2025-11-25 task questions wait for the
+        client's ``tasks/result`` stream (basic/utilities/tasks); an HTTP+SSE
+        session has one stream, where they go at once.
+        """
+        session_id = self._mint_session_id()
+        session = ServerSession(
+            self.config,
+            can_push=True,
+            tokens=self._tokens,
+            rounds=self._rounds,
+            owns_rounds=False,
+            tasks=self._tasks,
+            identity=f"session:{session_id}",
+            defer_task_questions=not legacy_sse,
+        )
+        hs = _HttpSession(
+            id=session_id, session=session, standalone=None, legacy_sse=legacy_sse, last_active=now
+        )
+        self._sessions[session_id] = hs
+        self._session_of[id(session)] = hs
+        if self._next_sweep is None:
+            self._schedule_sweep(now)
+        return hs
+
+    def _mint_session_id(self) -> str:
+        """The next ``Mcp-Session-Id``, derived from the key (``session_id_for``)."""
+        return session_id_for(self._session_key, next(self._session_numbers))
 
     def _new_stream(
         self, hs: _HttpSession | None, kind: str, *, resumable: bool, modern: bool = False

@@ -15,16 +15,15 @@ import base64
 import binascii
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import orjson
 
 from .errors import HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION
-from .http_base import HEADERLESS, _Conn, _HttpError, _HttpSession, _Out, _Stream, session_id_for
+from .http_base import HEADERLESS, _Conn, _HttpError, _HttpSession, _Out, _Stream
 from .http_sessions import _Sessions
 from .jsonrpc import RequestId, repeated_member
 from .revisions import META_PROTOCOL_VERSION, REVISIONS, Revision
-from .server_session import ServerSession
 
 _NAME_PARAM: Final = {
     "tools/call": "name",
@@ -103,11 +102,6 @@ def _param_matches(header: str, value: Any) -> bool:
 
 class _Streamable(_Sessions):
     """The layer of POST, GET and DELETE on the MCP endpoint."""
-
-    if TYPE_CHECKING:  # defined by a later layer
-
-        def _arm_conn(self, c: _Conn, when: float, kind: str) -> None: ...
-        def _schedule_sweep(self, now: float) -> None: ...
 
     def _post(self, c: _Conn, now: float) -> None:
         content_type = c.headers.get("content-type", "")
@@ -193,32 +187,13 @@ class _Streamable(_Sessions):
             request_id=_id_of(body),
         )
 
-    def _mint_session_id(self) -> str:
-        """The next ``Mcp-Session-Id``, derived from the key (``session_id_for``)."""
-        return session_id_for(self._session_key, next(self._session_numbers))
-
     def _initialize(self, c: _Conn, body: Any, accept_sse: bool, now: float) -> None:
         if len(self._sessions) >= self.http.max_sessions and not self._evict_idle():
             raise _HttpError(503, "too many open sessions; try again later", request_id=_id_of(body))
-        session_id = self._mint_session_id()
-        session = ServerSession(
-            self.config,
-            can_push=True,
-            tokens=self._tokens,
-            rounds=self._rounds,
-            owns_rounds=False,
-            tasks=self._tasks,
-            identity=f"session:{session_id}",
-            defer_task_questions=True,
-        )
-        hs = _HttpSession(id=session_id, session=session, standalone=None, legacy_sse=False, last_active=now)
-        self._sessions[session_id] = hs
-        self._session_of[id(session)] = hs
-        if self._next_sweep is None:
-            self._schedule_sweep(now)
+        hs = self._open_session(now, legacy_sse=False)
         stream = self._new_stream(hs, "post", resumable=True)
-        self._feed(c, session, body, stream, None, accept_sse, (("mcp-session-id", session_id),))
-        if session.negotiated_revision is None:  # refused: no session after all
+        self._feed(c, hs.session, body, stream, None, accept_sse, (("mcp-session-id", hs.id),))
+        if hs.session.negotiated_revision is None:  # refused: no session after all
             self._forget_session(hs)
 
     def _post_modern(self, c: _Conn, body: Any, accept_sse: bool, now: float) -> None:
