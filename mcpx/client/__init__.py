@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import math
 import os
 import signal
 import time
@@ -38,6 +37,7 @@ import anyio.abc
 import orjson
 
 from ..core import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, LocalProtocolError, Revision, Send, Trace
+from ..core.client_lists import LIST_KEYS, ListCache, ListenBackoff, Paging, listen_filter
 from ..core.client_session import (
     AbandonStream,
     ClientSession,
@@ -89,19 +89,6 @@ gateway relays its host's refusal this way).
 CLIENT_INFO = {"name": "mcpx", "version": "0.1.0"}
 STDERR_KEPT = 64 * 1024
 HTTP_CLOSE_TIMEOUT = 2.0  # closing waits this long for the answer to DELETE: the server may be gone
-
-
-_LIST_KEYS = {
-    "tools/list": "tools",
-    "prompts/list": "prompts",
-    "resources/list": "resources",
-    "resources/templates/list": "resourceTemplates",
-}
-_DROPS = {
-    "notifications/tools/list_changed": ("tools/list",),
-    "notifications/prompts/list_changed": ("prompts/list",),
-    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
-}
 
 
 def _refused_for_expiry(error: Mapping[str, Any]) -> bool:
@@ -210,8 +197,7 @@ class Client:
         self.call_timeout = 120.0
         self.stderr_done = anyio.Event()  # the server's stderr ended (its last words are in)
         self._lock = anyio.Lock()
-        self._lists: dict[str, tuple[list[Any], float]] = {}  # cached_list: method -> (items, kept until)
-        self._list_generation = 0  # bumped by every list_changed
+        self._lists = ListCache()  # cached_list's (mcpx/core/client_lists.py)
         self._discovered: Mapping[str, Any] | None = None  # 2026-07-28 capabilities (server/discover)
         # Subscribed resource URIs: 2026-07-28 puts them in the listen filter; legacy re-sends
         # them to a renewed HTTP session.
@@ -383,32 +369,14 @@ class Client:
     async def _pages(
         self, method: str, key: str, params: Mapping[str, Any] | None = None
     ) -> tuple[list[Any], float]:
-        """Every page's items, and how long they may be kept: the shortest ``ttlMs`` of the pages.
-
-        2026-07-28 results carry ``ttlMs`` (``CacheableResult``: "how long the
-        client MAY cache this response before re-fetching"; each page has its
-        own), and one that lacks it, or gives a negative one, counts as 0
-        (2026-07-28 server/utilities/caching).  A legacy server's list has
-        none and may be kept until the server says it changed (``inf``).
-        """
-        items: list[Any] = []
-        keep = math.inf
-        cursor: Any = None
-        for _ in range(10_000):
-            page_params = dict(params or {})
-            if cursor is not None:
-                page_params["cursor"] = cursor
-            page = await self.request(method, page_params)
-            items.extend(page.get(key) or [])
-            ttl = page.get("ttlMs")
-            if isinstance(ttl, int | float) and not isinstance(ttl, bool):
-                keep = min(keep, max(ttl, 0) / 1000)
-            elif self.session.modern:
-                keep = 0.0
-            cursor = page.get("nextCursor")
-            if not cursor:
-                return items, keep
-        raise McpCallError({"code": INTERNAL_ERROR, "message": f"{method} never stopped paging"})
+        """Every page's items, and how long they may be kept (``Paging``: the shortest ``ttlMs``)."""
+        paging = Paging(method, key, modern=self.session.modern, params=params)
+        try:
+            while (page_params := paging.next_params()) is not None:
+                paging.take(await self.request(method, page_params))
+        except LocalProtocolError as exc:
+            raise McpCallError({"code": INTERNAL_ERROR, "message": str(exc)}) from None
+        return paging.items, paging.keep
 
     async def list_tools(self) -> list[Mapping[str, Any]]:
         tools, _ = await self._listed_tools()
@@ -439,35 +407,23 @@ class Client:
         MAY re-fetch every time the result is needed); ``-inf`` when a change
         was announced while it was being fetched.
         """
-        key = _LIST_KEYS.get(method)
+        key = LIST_KEYS.get(method)
         if key is None:
-            raise ValueError(f"{method} is not a list mcpx keeps; one of {', '.join(_LIST_KEYS)}")
-        kept = self._lists.get(method)
-        if kept is not None and time.monotonic() < kept[1]:
+            raise ValueError(f"{method} is not a list mcpx keeps; one of {', '.join(LIST_KEYS)}")
+        kept = self._lists.kept(method, time.monotonic())
+        if kept is not None:
             return kept
-        generation = self._list_generation
+        generation = self._lists.generation
         if method == "tools/list":
             items, keep = await self._listed_tools()
         else:
             items, keep = await self._pages(method, key)
-        if generation != self._list_generation:
-            return items, -math.inf
-        until = time.monotonic() + keep
-        if keep > 0:
-            self._lists[method] = (items, until)
-        return items, until
+        return self._lists.store(method, items, keep, generation, time.monotonic())
 
     def kept_now(self, method: str) -> list[Any] | None:
         """What ``cached_list`` would answer without asking the server, or ``None`` when it would ask."""
-        kept = self._lists.get(method)
-        return kept[0] if kept is not None and time.monotonic() < kept[1] else None
-
-    def _list_changed(self, method: str) -> None:
-        dropped = _DROPS.get(method)
-        if dropped:
-            self._list_generation += 1
-            for name in dropped:
-                self._lists.pop(name, None)
+        kept = self._lists.kept(method, time.monotonic())
+        return kept[0] if kept is not None else None
 
     # -- subscriptions -------------------------------------------------------------------
 
@@ -531,32 +487,17 @@ class Client:
         caps = await self.server_capabilities()
         self._tg.start_soon(self._listen_loop, caps)
 
-    def _listen_filter(self, caps: Mapping[str, Any]) -> dict[str, Any]:
-        wanted: dict[str, Any] = {}
-        for cap, flag in (
-            ("tools", "toolsListChanged"),
-            ("prompts", "promptsListChanged"),
-            ("resources", "resourcesListChanged"),
-        ):
-            declared = caps.get(cap)
-            if isinstance(declared, Mapping) and declared.get("listChanged") is True:
-                wanted[flag] = True
-        resources = caps.get("resources")
-        if self._subscribed and isinstance(resources, Mapping) and resources.get("subscribe") is True:
-            wanted["resourceSubscriptions"] = sorted(self._subscribed)
-        return wanted
-
-    # A listen the server ends sooner than this counts as a failure for the back-off:
-    # a server that answers every listen at once must not be asked again at once.
+    # A listen the server ends sooner than this counts as a failure for the back-off
+    # (ListenBackoff): a server that answers every listen at once is not asked again at once.
     listen_quick = 5.0
     listen_delays = (1.0, 30.0)  # the first wait after a failure, and the longest
 
     async def _listen_loop(self, caps: Mapping[str, Any]) -> None:
         first, longest = self.listen_delays
-        delay = first
+        backoff = ListenBackoff(first=first, longest=longest, quick=self.listen_quick)
         while not self.session.closed:
             wake = self._listen_wake = anyio.Event()
-            wanted = self._listen_filter(caps)
+            wanted = listen_filter(caps, self._subscribed)
             if not wanted:
                 await wake.wait()
                 continue
@@ -583,16 +524,15 @@ class Client:
             if pending.outcome is None:  # the filter changed: this stream goes, a new one opens
                 self.session.cancel(handle, "the subscription filter changed")
                 await self._flush()
-            elif (
-                isinstance(pending.outcome, Completed) and anyio.current_time() - opened >= self.listen_quick
-            ):
-                delay = first  # the server ended a stream that lasted: reopen at once
             elif not self.session.closed:
-                # Refused, dropped, or ended at once: try again, less often each time
-                # (sooner if the filter changes meanwhile).
-                with anyio.move_on_after(delay):
-                    await wake.wait()
-                delay = min(delay * 2, longest)
+                # Ended: at once after a stream that lasted; refused, dropped, or ended at
+                # once, again less often each time (sooner if the filter changes meanwhile).
+                wait = backoff.ended(
+                    completed=isinstance(pending.outcome, Completed), lasted=anyio.current_time() - opened
+                )
+                if wait > 0:
+                    with anyio.move_on_after(wait):
+                        await wake.wait()
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         return await self.request("tools/call", {"name": name, "arguments": dict(arguments or {})})
@@ -749,7 +689,7 @@ class Client:
             if callback is not None:
                 callback(action)
         elif isinstance(action, ServerNotification):
-            self._list_changed(action.method)
+            self._lists.changed(action.method)
             self.notifications.append(action)
             if self.on_notification is not None:
                 self.on_notification(action)

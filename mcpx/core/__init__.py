@@ -19,6 +19,8 @@ lives in a named submodule, one per subject, with names that pair up:
                        ``server_methods``, ``server_judging``
 ``client_session``     the client side (``ClientSession``); its events in
                        ``client_events``, its layer ``client_session_base``
+``client_lists``       the client's list policy: paging, ``ttlMs``, what drops
+                       a list, the listen filter and its back-off
 ``stdio``              newline-delimited JSON framing around a server session
 ``http_server``        the server's HTTP binding: Streamable HTTP, HTTP+SSE,
                        in layers: ``http_base``, ``http_sessions``,
