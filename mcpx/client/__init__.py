@@ -173,13 +173,23 @@ class Client:
         *,
         send: Callable[[Send], Awaitable[None]] | None = None,
         abandon: Callable[[int], Awaitable[None]] | None = None,
+        lock: anyio.Lock | None = None,
+        on_tools: Callable[[list[Any]], list[Any]] | None = None,
     ) -> None:
+        """A client over ``session``, its bytes written by ``write``; the ``connect_*`` functions build one.
+
+        ``send``/``abandon``: a transport with a stream per request (HTTP)
+        takes whole ``Send`` actions, and closes a stream to cancel.
+        ``lock``: the one lock the session shares with such a transport's
+        binding.  ``on_tools``: what a listed tool list becomes (HTTP learns
+        each tool's ``x-mcp-header`` parameters there, and drops tools whose
+        annotations are invalid).
+        """
         self.session = session
         self._write = write
-        self._send = send  # a transport with a stream per request (HTTP) takes the whole Send
+        self._send = send
         self._abandon = abandon
-        # HTTP: learn each tool's x-mcp-header parameters, and drop tools whose annotations are invalid.
-        self._on_tools: Callable[[list[Any]], list[Any]] | None = None
+        self._on_tools = on_tools
         self._tg = tg
         self._resolver = resolver
         self._pending: dict[int, _Pending] = {}
@@ -196,7 +206,7 @@ class Client:
         self.stderr_log: StderrLog | None = None  # a spawned server's stderr as lines, and its exit code
         self.call_timeout = 120.0
         self.stderr_done = anyio.Event()  # the server's stderr ended (its last words are in)
-        self._lock = anyio.Lock()
+        self._lock = lock if lock is not None else anyio.Lock()
         self._lists = ListCache()  # cached_list's (mcpx/core/client_lists.py)
         self._discovered: Mapping[str, Any] | None = None  # 2026-07-28 capabilities (server/discover)
         # Subscribed resource URIs: 2026-07-28 puts them in the listen filter; legacy re-sends
@@ -267,7 +277,7 @@ class Client:
                 method, params, progress=on_progress is not None, log_level=level, capabilities=capabilities
             )
         except LocalProtocolError as exc:
-            raise McpCallError({"code": INTERNAL_ERROR, "message": f"{exc}; {self._gone()}"}) from None
+            raise McpCallError({"code": INTERNAL_ERROR, "message": f"{exc}; {self.last_words()}"}) from None
         except MessageTooLarge as exc:  # longer as sent than the server takes: the caller's to fix
             data = {"kind": "too-large", "size": exc.size, "limit": exc.limit}
             raise McpCallError(
@@ -330,7 +340,7 @@ class Client:
         if isinstance(outcome, Failed):
             if self.session.closed:
                 error = dict(outcome.error)
-                error["message"] = f"{error.get('message')}; {self._gone()}"
+                error["message"] = f"{error.get('message')}; {self.last_words()}"
                 raise McpCallError(error)
             raise McpCallError(outcome.error)
         assert isinstance(outcome, Completed)
@@ -352,10 +362,11 @@ class Client:
             why = f"did not answer initialize within {timeout:g}s"
         message = f"initialize failed: {who} {why}"
         if stderr:  # a spawned server's last words usually say why
-            message += f"; {self._gone()}"
+            message += f"; {self.last_words()}"
         return McpCallError({"code": INTERNAL_ERROR, "message": message})
 
-    def _gone(self) -> str:
+    def last_words(self) -> str:
+        """Why a spawned server is gone, in its words: its exit code, and the end of its stderr."""
         tail = self.stderr.decode(errors="replace")[-1000:].strip()
         said = f"the server's last words: {tail}" if tail else "the server said nothing on stderr"
         code = self.stderr_log.exit_code if self.stderr_log is not None else None
@@ -643,9 +654,9 @@ class Client:
             self._link.drain()
             return
         async with self._lock:
-            await self._flush_unlocked()
+            await self.flush_held()
 
-    async def _flush_unlocked(self) -> None:
+    async def flush_held(self) -> None:
         while True:
             actions = self.session.next_actions()
             if not actions:
@@ -827,7 +838,7 @@ class Client:
         with anyio.move_on_after(0.5):  # a dying server's stderr usually says why: wait for it
             await self.stderr_done.wait()
         if self._link is not None:
-            self._link.lost(self._gone())
+            self._link.lost(self.last_words())
             return
         self.session.receive_eof()
         await self._flush()
@@ -1107,11 +1118,6 @@ async def connect_http(
         async def send(action: Send) -> None:
             await transport.send(action.payload, action.stream)
 
-        client = Client(session, never, tg, resolver, send=send, abandon=transport.abandon)
-        client.call_timeout = call_timeout
-        client._lock = transport.lock  # one lock for the session and the binding
-        transport.after = client._flush_unlocked
-
         def on_tools(tools: list[Any]) -> list[Any]:
             kept = []
             for tool in tools:
@@ -1122,7 +1128,18 @@ async def connect_http(
                 kept.append(tool)
             return kept
 
-        client._on_tools = on_tools
+        client = Client(
+            session,
+            never,
+            tg,
+            resolver,
+            send=send,
+            abandon=transport.abandon,
+            lock=transport.lock,  # one lock for the session and the binding
+            on_tools=on_tools,
+        )
+        client.call_timeout = call_timeout
+        transport.after = client.flush_held
         receiver.client = client
         tg.start_soon(transport.run_timer)
 
@@ -1214,10 +1231,9 @@ async def connect_sse(
         async def never(_: bytes) -> None:
             raise AssertionError("an HTTP+SSE client sends whole Send actions")
 
-        client = Client(session, never, tg, resolver, send=transport.send)
+        client = Client(session, never, tg, resolver, send=transport.send, lock=transport.lock)
         client.call_timeout = call_timeout
-        client._lock = transport.lock  # one lock for the session and the binding
-        transport.after = client._flush_unlocked
+        transport.after = client.flush_held
         tg.start_soon(transport.run_timer)
         try:
             await transport.open()

@@ -789,7 +789,7 @@ class Upstreams:
                     await _subscribe_upstream(client, uri)
             while not running.stop.is_set():
                 if client.session.closed:
-                    running.reason = f"server {server.name!r} exited; {client._gone()}"
+                    running.reason = f"server {server.name!r} exited; {client.last_words()}"
                     return
                 with anyio.move_on_after(_WATCH_INTERVAL):
                     await running.stop.wait()
