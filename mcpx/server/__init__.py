@@ -14,7 +14,7 @@ serve_stdio(server)            # or loop="trio", "uvloop", "blocking"
 """
 
 from ._content import ToolResult, audio, embedded, image, resource_link, text, to_call_result
-from ._server import (
+from ._context import (
     Call,
     Context,
     Deferred,
@@ -26,9 +26,9 @@ from ._server import (
     QuestionRefused,
     RequestCancelled,
     RequestSink,
-    Server,
     ToolError,
 )
+from ._server import Server
 
 __all__ = [
     "Call",
