@@ -77,7 +77,7 @@ from ._calls import ask_round, may_need_a_core_task, needs_core_task, run_core_t
 
 if TYPE_CHECKING:
     from ..core.gateway import Route
-    from ._upstreams import Upstreams
+    from ._instances import _Instances
 
 __all__ = ["Routes"]
 
@@ -233,7 +233,7 @@ class _Link:
 class Routes:
     """Host calls through the router to the linked instances of ``upstreams`` (see the module docstring)."""
 
-    def __init__(self, upstreams: Upstreams, capabilities: Mapping[str, Any]) -> None:
+    def __init__(self, upstreams: _Instances, capabilities: Mapping[str, Any]) -> None:
         self.upstreams = upstreams
         self.router = Router(capabilities=capabilities)
         self.clients: dict[Hashable, Client] = {}  # linked instances, by instance id

@@ -79,7 +79,7 @@ from mcpx.core.router import (
     UpstreamOutcome,
     WithdrawAsk,
 )
-from mcpx.gateway._upstreams import UPSTREAM_CAPABILITIES
+from mcpx.gateway._instances import UPSTREAM_CAPABILITIES
 
 from ._examples import tick
 

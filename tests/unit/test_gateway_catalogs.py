@@ -28,6 +28,7 @@ from mcpx.gateway import GatewayServer, Upstreams
 from mcpx.gateway import _server as server_module
 from mcpx.gateway import _upstreams as upstreams_module
 from mcpx.gateway._events import EventBus
+from mcpx.gateway._instances import UPSTREAM_CAPABILITIES
 from mcpx.server import Call, Deferred, Outcome
 
 KEY = b"k" * 32
@@ -491,9 +492,7 @@ def test_narrowed_capabilities_are_computed_once_per_host_capability_set(
     first["extensions"] = {"changed": {}}  # the caller's own copy
     again = upstreams._narrowed_for({"elicitation": {"form": {}}, "sampling": {}})
     assert len(computed) == 1 and "extensions" not in again
-    assert again == original(
-        upstreams_module.UPSTREAM_CAPABILITIES, {"sampling": {}, "elicitation": {"form": {}}}
-    )
+    assert again == original(UPSTREAM_CAPABILITIES, {"sampling": {}, "elicitation": {"form": {}}})
     for n in range(200):
         upstreams._narrowed_for({"experimental": {str(n): {}}})
     assert len(upstreams._narrowed) <= 64  # bounded

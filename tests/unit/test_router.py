@@ -27,7 +27,7 @@ from mcpx.core.router import (
     UpstreamOutcome,
     WithdrawAsk,
 )
-from mcpx.gateway._upstreams import UPSTREAM_CAPABILITIES
+from mcpx.gateway._instances import UPSTREAM_CAPABILITIES
 
 INFO = {"name": "mcpx", "version": "test"}
 OWN = UPSTREAM_CAPABILITIES  # what the daemon's router declares to its upstreams
