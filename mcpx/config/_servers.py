@@ -48,7 +48,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
 
-from ._settings import SERVER_NAME, SERVER_NAME_RULE, format_duration, parse_duration, suggest
+from ._kinds import SERVER_NAME, SERVER_NAME_RULE, format_duration, parse_duration
+from ._settings import suggest
 
 if TYPE_CHECKING:
     from ..core.upstream_auth import Transport, UpstreamAuth
