@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-import mcpx.gateway._server as gateway_server
+import mcpx.gateway._catalogs as gateway_catalogs
 from mcpx.client import connect_http
 from mcpx.core.gateway import GatewaySurface
 from tests.interop._eight_servers import SERVERS, EightServers, host_frames_swept, settled
@@ -40,7 +40,7 @@ def surfaces_built(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
             built.append(1)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(gateway_server, "GatewaySurface", Counted)
+    monkeypatch.setattr(gateway_catalogs, "GatewaySurface", Counted)
     yield built
 
 

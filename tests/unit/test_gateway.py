@@ -1089,7 +1089,7 @@ def test_a_completion_for_an_alias_or_an_mcpx_form_asks_the_upstream_in_its_own_
 
 def test_what_is_read_of_a_tool_before_routing_is_keyed_by_the_alias_the_host_calls() -> None:
     """``x-mcp-header`` arguments and ``taskSupport`` (read before the call is routed) follow each alias."""
-    from mcpx.gateway._server import _tool_hints
+    from mcpx.gateway._catalogs import _tool_hints
 
     header = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
     a = UpstreamCatalog(

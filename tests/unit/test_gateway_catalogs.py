@@ -25,7 +25,7 @@ from mcpx.client import McpCallError
 from mcpx.core import RequestContext, Revision
 from mcpx.core.gateway import GatewayError
 from mcpx.gateway import GatewayServer, Upstreams
-from mcpx.gateway import _server as server_module
+from mcpx.gateway import _catalogs as catalogs_module
 from mcpx.gateway import _upstreams as upstreams_module
 from mcpx.gateway._events import EventBus
 from mcpx.gateway._instances import UPSTREAM_CAPABILITIES
@@ -248,7 +248,7 @@ def test_the_surface_and_hints_are_built_once_per_catalog_generation() -> None:
     fake = FakeUpstreams({"a": [_tool("alpha", execution={"taskSupport": "required"})], "b": []})
     gateway = _gateway(fake)
     built: list[object] = []
-    original = server_module.GatewaySurface
+    original = catalogs_module.GatewaySurface
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         surface = original(*args, **kwargs)
@@ -275,7 +275,7 @@ def test_the_surface_and_hints_are_built_once_per_catalog_generation() -> None:
         assert gateway.tool_hints.support("alpha") == "forbidden"  # and so did what the session reads
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(server_module, "GatewaySurface", counting)
+        patch.setattr(catalogs_module, "GatewaySurface", counting)
         anyio.run(main)
 
 
@@ -347,7 +347,7 @@ def test_an_instance_start_is_read_in_the_background_unless_a_read_since_covers_
 def test_a_positive_ttl_is_refreshed_in_the_background_while_an_instance_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(server_module, "_REFRESH_MIN", 0.05)
+    monkeypatch.setattr(catalogs_module, "_REFRESH_MIN", 0.05)
     fake = FakeUpstreams({"a": [_tool("alpha")], "b": []}, ttl=0.05)
     gateway = _gateway(fake)
 
