@@ -69,7 +69,7 @@ def serve_stdio(
 
     import anyio
 
-    from ._async import serve_connection
+    from ._async_stdio import serve_connection
     from ._stdio_streams import open_stdio
 
     backend = "trio" if loop == "trio" else "asyncio"
@@ -225,7 +225,7 @@ def serve_http(
         import anyio.abc
         import anyio.to_thread
 
-        from ._async import serve_http as serve_async
+        from ._async_http import serve_http as serve_async
 
         async def main() -> None:
             listeners: list[anyio.abc.Listener[anyio.abc.ByteStream]] = []

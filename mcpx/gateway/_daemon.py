@@ -62,7 +62,7 @@ from ..core import INVALID_PARAMS, AppRequest, HttpConfig, Progress, Revision
 from ..core.pool import PoolConfig
 from ..core.revisions import REVISIONS
 from ..drivers import new_round_table, serve_http
-from ..drivers._async import AppResponse
+from ..drivers._async_http import AppResponse
 from ._arguments import input_schema_of, needs_schema, typed_arguments
 from ._hosts import HostListener
 from ._server import GatewayServer

@@ -53,7 +53,8 @@ from ..core import RoundTable, ServerConfig, StdioServerConnection
 from ..core.framing import DEFAULT_MAX_LINE
 from ..core.server_session import ConnectionState
 from ..drivers import new_round_table
-from ..drivers._async import ByteReader, serve_connection
+from ..drivers._async import ByteReader
+from ..drivers._async_stdio import serve_connection
 from ..drivers._stdio_streams import open_stdio
 from ..server import Server
 from ._state import InflightMirror
