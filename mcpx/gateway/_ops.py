@@ -2,6 +2,10 @@
 
 spec/gateway.md §8 (the ops table).  Every error is JSON
 ``{"error": {"code": <stable string>, "message": <what to do>}}``.
+
+This file runs a little over 700 lines for a reason: the ops table, each
+op's handler and the OpenAPI document generated from the table are read,
+and changed, together.
 Two ops reach an upstream's own answers beyond ``tools/call``:
 
 * ``POST /v1/call`` with ``"progress": true`` relays the upstream's
