@@ -177,7 +177,7 @@ async def connect_stdio(
                         instructions=settled.instructions,
                     )
                 elif settled.capabilities is not None:
-                    client.know_capabilities(settled.capabilities)
+                    session.adopt_discovery(settled.capabilities)
                 client.take_leftover(adopt.leftover)
                 await client.flush()
             tg.start_soon(client.read_from, stdout, max_line)

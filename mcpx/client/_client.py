@@ -226,23 +226,18 @@ class Client(_ClientDriver):
         kept = self._lists.kept(method, time.monotonic())
         return kept[0] if kept is not None else None
 
-    def know_capabilities(self, capabilities: Mapping[str, Any]) -> None:
-        """2026-07-28: what ``server/discover`` answered, learned before this client (by the era probe)."""
-        self._discovered = capabilities
-
     def forget_lists(self) -> None:
         """Drop every kept list (a renewed session lists afresh)."""
         self._lists.clear()
 
     async def server_capabilities(self) -> Mapping[str, Any]:
-        """What the server declared: from ``initialize``, or (2026-07-28) ``server/discover``, asked once."""
-        if not self.session.modern:
-            return self.session.server_capabilities
-        if self._discovered is None:
-            result = await self.request("server/discover")
-            caps = result.get("capabilities")
-            self._discovered = caps if isinstance(caps, Mapping) else {}
-        return self._discovered
+        """What the server declared: from ``initialize``, or (2026-07-28) ``server/discover``, asked once.
+
+        The session keeps what the answer says (``ClientSession.capabilities_known``).
+        """
+        if self.session.modern and not self.session.capabilities_known:
+            await self.request("server/discover")
+        return self.session.server_capabilities
 
     async def subscribe(self, uri: str) -> None:
         """Updates of resource ``uri``: ``resources/subscribe`` (legacy), or the listen filter (2026-07-28).

@@ -229,7 +229,6 @@ class _ClientDriver:
         self.stderr_done = anyio.Event()  # the server's stderr ended (its last words are in)
         self._lock = lock if lock is not None else anyio.Lock()
         self._lists = ListCache()  # cached_list's (mcpx/core/client_lists.py)
-        self._discovered: Mapping[str, Any] | None = None  # 2026-07-28 capabilities (server/discover)
         # Subscribed resource URIs: 2026-07-28 puts them in the listen filter; legacy re-sends
         # them to a renewed HTTP session.
         self._subscribed: set[str] = set()

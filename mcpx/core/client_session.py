@@ -114,7 +114,21 @@ class ClientSession(_ClientSessionBase):
 
     @property
     def server_capabilities(self) -> Mapping[str, Any]:
+        """What the server declared: from ``initialize``, or (2026-07-28) the last ``server/discover``."""
         return self._state.server_capabilities
+
+    @property
+    def capabilities_known(self) -> bool:
+        """Whether ``server_capabilities`` is the server's word: a legacy session once ready, a
+        2026-07-28 one once ``server/discover`` was answered (or ``adopt_discovery`` told it)."""
+        return self._state.ready if not self.modern else self._state.discovered
+
+    def adopt_discovery(self, capabilities: Mapping[str, Any]) -> None:
+        """2026-07-28: what ``server/discover`` answered before this session (the era probe asked it)."""
+        if not self.modern:
+            raise LocalProtocolError("adopt_discovery is for a 2026-07-28 session")
+        self._state.server_capabilities = dict(capabilities)
+        self._state.discovered = True
 
     @property
     def server_info(self) -> Mapping[str, Any]:

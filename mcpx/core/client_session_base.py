@@ -91,6 +91,7 @@ class _State:
     revision: Revision | None = None
     server_capabilities: Mapping[str, Any] = field(default_factory=dict)
     server_info: Mapping[str, Any] = field(default_factory=dict)
+    discovered: bool = False  # 2026-07-28: server_capabilities came from server/discover
 
 
 class _ClientSessionBase:
@@ -328,8 +329,19 @@ class _ClientSessionBase:
         elif kind not in (None, "complete"):
             self._fail(handle, INTERNAL_ERROR, f"the server answered with an unknown resultType {kind!r}")
             return
+        elif call.method == "server/discover" and self.modern:
+            self._discovered(result)
         self._end(handle)
         self._actions.append(_completed(handle=handle, result=result))
+
+    def _discovered(self, result: Mapping[str, Any]) -> None:
+        """A DiscoverResult (2026-07-28 server/discover): what the server declared, kept for the session."""
+        caps = result.get("capabilities")
+        info = result.get("serverInfo")
+        self._state.server_capabilities = dict(caps) if isinstance(caps, Mapping) else {}
+        if isinstance(info, Mapping):
+            self._state.server_info = dict(info)
+        self._state.discovered = True
 
     def _declares_tasks(self, call: _Call) -> bool:
         """Whether ``call`` declared the tasks extension (2026-07-28 per-request capabilities)."""

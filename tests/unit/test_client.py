@@ -133,6 +133,33 @@ def test_modern_requests_restate_version_capabilities_and_client_info() -> None:
     assert only(c.next_actions(), Completed).handle == handle
 
 
+def test_a_modern_session_keeps_what_server_discover_answered() -> None:
+    """2026-07-28 server/discover: the session keeps the server's capabilities, so a client asks once."""
+    c = ClientSession(client_info=INFO, modern=True)
+    assert not c.capabilities_known and c.server_capabilities == {}
+    c.request("server/discover")
+    (frame,) = frames(c.next_actions())
+    declared = {"tools": {"listChanged": True}, "resources": {"subscribe": True}}
+    result = {
+        "supportedVersions": ["2026-07-28"],
+        "capabilities": declared,
+        "serverInfo": {"name": "s", "version": "2"},
+        "resultType": "complete",
+    }
+    c.receive_json({"jsonrpc": "2.0", "id": frame["id"], "result": result})
+    only(c.next_actions(), Completed)
+    assert c.capabilities_known and c.server_capabilities == declared
+    assert c.server_info == {"name": "s", "version": "2"}
+    probed = ClientSession(client_info=INFO, modern=True)
+    probed.adopt_discovery({"prompts": {}})  # what the era probe's server/discover said
+    assert probed.capabilities_known and probed.server_capabilities == {"prompts": {}}
+    assert probed.next_actions() == []  # nothing is sent for it
+    legacy = ClientSession(client_info=INFO)
+    assert not legacy.capabilities_known  # known once initialize is answered
+    with pytest.raises(LocalProtocolError):
+        legacy.adopt_discovery({})
+
+
 def test_one_request_may_declare_its_own_capabilities_on_every_attempt() -> None:
     """A gateway narrows what it declares to its caller's: that request and its retries say so, no other."""
     caps_key = "io.modelcontextprotocol/clientCapabilities"

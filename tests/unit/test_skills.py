@@ -309,9 +309,10 @@ class ScriptedServer:
         if declared:
             caps["extensions"] = {EXTENSION_ID: {}}
         self.caps = caps
-        self.session = SimpleNamespace(server_capabilities={} if modern else caps, modern=modern)
+        self.session = SimpleNamespace(
+            server_capabilities={} if modern else caps, modern=modern, capabilities_known=not modern
+        )
         self.calls: list[tuple[str, Mapping[str, Any]]] = []
-        self._discovered: Mapping[str, Any] | None = None
 
     list_all = Client.list_all
     _pages = Client._pages
@@ -320,7 +321,8 @@ class ScriptedServer:
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
         params = params or {}
         self.calls.append((method, params))
-        if method == "server/discover":
+        if method == "server/discover":  # the session keeps what it answers, as ClientSession does
+            self.session.server_capabilities, self.session.capabilities_known = self.caps, True
             return {"capabilities": self.caps}
         if method == "skills/list":
             start = int(params.get("cursor") or 0)
