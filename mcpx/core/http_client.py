@@ -72,9 +72,12 @@ API
 Inputs (drain ``next_actions()`` after each, in order)
     ``send(payload, handle=, now=)`` — one ``Send`` of the client session.
     ``abandon(handle)`` — its ``AbandonStream``.  ``open_get_stream(now)``.
-    ``close(now)``.  ``set_tool_headers(tool, mapping)``.  From the driver:
+    ``close(now)``.  ``set_tool_headers(tool, mapping)``.
+    ``exchange(token, method, target, headers, body, now=)`` and
+    ``drop_exchange(token)`` — a raw exchange, its answer handed on
+    undecoded (the era probe's requests).  From the driver:
     ``connection_made(conn, now)``, ``receive_data(conn, data, now)``
-    (``b""`` at end of input), ``connection_lost(conn, now)``, and
+    (``b""`` at end of input), ``connection_lost(conn, now, reason=)``, and
     ``handle_timer(now)`` once ``get_timer()``'s deadline passed.
 Actions
     ``OpenConnection(conn)`` — connect to ``config.host``:``config.port``
@@ -86,7 +89,9 @@ Actions
     re-initialise.  ``StreamEnded(handle, reason, resuming)`` — a stream
     ended without its answers (``handle=None``: the GET stream).
     ``RequestRefused(status, message)``.  ``Closed()`` — after ``close``;
-    feed ``receive_eof`` to the session.
+    feed ``receive_eof`` to the session.  ``ExchangeHead``, ``ExchangeData``
+    (``b""`` at the end) and ``ExchangeFailed`` — a raw exchange's answer,
+    as it comes.
 
 Theory of operation
 -------------------
@@ -108,7 +113,7 @@ connections, and the wording of errors (which the HTTP+SSE binding,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import h11
@@ -117,6 +122,9 @@ import orjson
 from .errors import LocalProtocolError
 from .http_client_actions import (
     Closed,
+    ExchangeData,
+    ExchangeFailed,
+    ExchangeHead,
     HttpClientAction,
     HttpClientConfig,
     JsonReceived,
@@ -135,6 +143,9 @@ from .sse import SseDecoder, SseError
 
 __all__ = [
     "Closed",
+    "ExchangeData",
+    "ExchangeFailed",
+    "ExchangeHead",
     "HttpClientAction",
     "HttpClientConfig",
     "HttpClientConnection",
@@ -219,6 +230,42 @@ class HttpClientConnection(_ClientBindingBase):
         headers += self._modern_headers(body) if self.config.modern else self._legacy_headers(init is None)
         self._start(_Exchange("POST", headers, payload, stream, legacy_session))
 
+    def exchange(
+        self,
+        token: int,
+        method: str,
+        target: str,
+        headers: Sequence[tuple[str, str]],
+        body: bytes,
+        *,
+        now: float,
+    ) -> None:
+        """One HTTP request whose answer is handed on as it comes, undecoded: a raw exchange.
+
+        For a caller that must see the answer itself (the era probe reads
+        status, content type and body to judge a server's era).  ``target``
+        is the request target on this binding's origin (a path and query);
+        ``headers`` go with the binding's own (``Host``, ``User-Agent``, the
+        configured extra headers).  The answer comes as ``ExchangeHead``, then
+        ``ExchangeData`` (``b""`` at its end), or ``ExchangeFailed``.  It takes
+        a connection of the binding's pool like any request; nothing of the
+        session (its id, its revision) is added or read.
+        """
+        self._now = max(self._now, now)
+        if self._closing:
+            raise LocalProtocolError("the connection to the server is closing")
+        if token in self._raw:
+            raise LocalProtocolError(f"exchange {token} is under way already")
+        ex = _Exchange(method, list(headers), body, None, None, token=token, target=target)
+        self._raw[token] = ex
+        self._start(ex)
+
+    def drop_exchange(self, token: int) -> None:
+        """Stop reading the answer to ``exchange(token, …)``: its connection is closed; nothing more comes."""
+        ex = self._raw.pop(token, None)
+        if ex is not None:
+            self._drop_exchange(ex)
+
     def abandon(self, handle: int) -> None:
         """The session gave up on ``handle`` (``AbandonStream``): close its connection; no more for it."""
         stream = self._by_handle.pop(handle, None)
@@ -255,6 +302,9 @@ class HttpClientConnection(_ClientBindingBase):
         for stream in list(self._waiting.values()):
             self._retire(stream)
             self._drop_exchange(stream.exchange)
+        for ex in list(self._raw.values()):  # raw exchanges end unread: the caller closed
+            self._drop_exchange(ex)
+        self._raw.clear()
         self._resuming.clear()
         self._queue.clear()
         if self._session_id is not None and not self.config.modern:
@@ -317,8 +367,8 @@ class HttpClientConnection(_ClientBindingBase):
         self._dispatch_queue()
         return True
 
-    def connection_lost(self, conn: int, now: float) -> None:
-        """The socket is gone (or never came up): whatever it carried ends here."""
+    def connection_lost(self, conn: int, now: float, *, reason: str | None = None) -> None:
+        """The socket is gone (or never came up; ``reason``: the system's word for why): what it carried ends."""
         self._now = max(self._now, now)
         c = self._conns.get(conn)
         if c is None:
@@ -328,7 +378,7 @@ class HttpClientConnection(_ClientBindingBase):
         self._forget(c)
         ex = c.exchange
         if ex is not None and ex.mode != "done":
-            why = "the connection closed before the answer" if c.connected else self._unreachable()
+            why = "the connection closed before the answer" if c.connected else self._unreachable(reason)
             self._broken(ex, why)
         self._dispatch_queue()
 
@@ -415,7 +465,9 @@ class HttpClientConnection(_ClientBindingBase):
             headers.append(("Content-Length", str(len(ex.body))))
         try:
             data = (
-                c.parser.send(h11.Request(method=ex.method, target=self.config.target, headers=headers))
+                c.parser.send(
+                    h11.Request(method=ex.method, target=ex.target or self.config.target, headers=headers)
+                )
                 or b""
             )
             if ex.body:
@@ -471,6 +523,13 @@ class HttpClientConnection(_ClientBindingBase):
 
     def _head(self, ex: _Exchange, event: h11.Response) -> None:
         ex.status = event.status_code
+        if ex.token is not None:
+            ex.mode = "raw"
+            headers_seen = tuple(
+                (name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers
+            )
+            self._actions.append(ExchangeHead(token=ex.token, status=ex.status, headers=headers_seen))
+            return
         headers = header_map(event.headers)
         ex.content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         ex.location = headers.get("location")
@@ -494,6 +553,10 @@ class HttpClientConnection(_ClientBindingBase):
             ex.mode = "junk"
 
     def _body(self, c: _Conn, ex: _Exchange, data: bytes) -> None:
+        if ex.mode == "raw":
+            assert ex.token is not None
+            self._actions.append(ExchangeData(token=ex.token, data=data))
+            return
         if ex.mode == "sse":
             assert ex.decoder is not None
             try:
@@ -529,6 +592,11 @@ class HttpClientConnection(_ClientBindingBase):
 
     def _end(self, ex: _Exchange) -> None:
         mode, ex.mode = ex.mode, "done"
+        if ex.token is not None:
+            if self._raw.get(ex.token) is ex:
+                del self._raw[ex.token]
+                self._actions.append(ExchangeData(token=ex.token, data=b""))
+            return
         stream = ex.stream
         if stream is not None and stream.exchange is ex:
             stream.exchange = None

@@ -158,6 +158,31 @@ class Closed:
     """``close()`` is done: every connection is closed."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExchangeHead:
+    """The head of the answer to ``exchange(token, …)``: its status and headers, as the server sent them."""
+
+    token: int
+    status: int
+    headers: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExchangeData:
+    """Bytes of the body of the answer to ``exchange(token, …)``, as they came; ``b""`` once it ended."""
+
+    token: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExchangeFailed:
+    """``exchange(token, …)`` ended before its answer did (no connection, a malformed answer, a drop)."""
+
+    token: int
+    reason: str
+
+
 HttpClientAction = (
     OpenConnection
     | SendBytes
@@ -167,6 +192,9 @@ HttpClientAction = (
     | StreamEnded
     | RequestRefused
     | Closed
+    | ExchangeHead
+    | ExchangeData
+    | ExchangeFailed
 )
 
 

@@ -21,6 +21,7 @@ import orjson
 from .errors import INTERNAL_ERROR, LocalProtocolError
 from .http_client_actions import (
     Closed,
+    ExchangeFailed,
     HttpClientAction,
     HttpClientConfig,
     JsonReceived,
@@ -70,6 +71,8 @@ class _Exchange:
     decoder: SseDecoder | None = None
     location: str | None = None
     retried: bool = False  # sent again once, after a kept connection closed under it
+    token: int | None = None  # a raw exchange's (``exchange``): its answer goes out as it comes
+    target: str | None = None  # a raw exchange's request target (None: the config's)
 
 
 @dataclass(slots=True, eq=False)
@@ -142,6 +145,7 @@ class _ClientBindingBase:
         self._conns: dict[int, _Conn] = {}
         self._queue: deque[_Exchange] = deque()
         self._by_handle: dict[int, _Stream] = {}
+        self._raw: dict[int, _Exchange] = {}  # raw exchanges (``exchange``) by token
         self._waiting: dict[RequestId, _Stream] = {}  # request id -> the stream awaiting its answer
         self._resuming: list[_Stream] = []
         self._get: _Stream | None = None
@@ -250,6 +254,10 @@ class _ClientBindingBase:
     def _broken(self, ex: _Exchange, why: str, *, resumable: bool = True) -> None:
         """``ex`` stopped before its answer ended (connection lost, malformed, over a limit)."""
         ex.mode = "done"
+        if ex.token is not None:
+            self._raw.pop(ex.token, None)
+            self._actions.append(ExchangeFailed(token=ex.token, reason=why))
+            return
         stream = ex.stream
         if stream is None:  # the DELETE of close(): done either way
             self._finish_close()
@@ -366,8 +374,8 @@ class _ClientBindingBase:
     def _too_large(self) -> str:
         return f"refused: its headers exceed {self.config.max_header_bytes} bytes"
 
-    def _unreachable(self) -> str:
-        return f"mcpx could not connect to {self.config.authority}"
+    def _unreachable(self, reason: str | None = None) -> str:
+        return f"mcpx could not connect to {self.config.authority}" + (f": {reason}" if reason else "")
 
     def _describe(self, ex: _Exchange, what: str) -> str:
         reason = _reason(ex.status)

@@ -68,7 +68,7 @@ Inputs (drain ``next_actions()`` after each, in order)
     ``open(now)`` — once.  ``send(payload, handle=, now=)`` — one ``Send`` of
     the client session.  ``close(now)``.  From the driver:
     ``connection_made(conn, now)``, ``receive_data(conn, data, now)``
-    (``b""`` at end of input), ``connection_lost(conn, now)``, and
+    (``b""`` at end of input), ``connection_lost(conn, now, reason=)``, and
     ``handle_timer(now)`` once ``get_timer()``'s deadline passed.
 Actions
     ``OpenConnection(conn)`` — connect to ``config.host``:``config.port``
@@ -246,8 +246,8 @@ class SseClientConnection(_SseClientBase):
             return
         self._read(c, eof=not data)
 
-    def connection_lost(self, conn: int, now: float) -> None:
-        """The socket is gone (or never came up): whatever it carried ends here."""
+    def connection_lost(self, conn: int, now: float, *, reason: str | None = None) -> None:
+        """The socket is gone (or never came up; ``reason``: the system's word for why): what it carried ends."""
         self._now = max(self._now, now)
         c = self._conn(conn)
         if c is None:
@@ -256,7 +256,7 @@ class SseClientConnection(_SseClientBase):
         why = (
             "the server closed the connection"
             if c.connected
-            else f"mcpx could not connect to {self.config.authority}"
+            else f"mcpx could not connect to {self.config.authority}" + (f": {reason}" if reason else "")
         )
         self._dropped(c, why)
 

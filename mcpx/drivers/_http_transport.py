@@ -47,7 +47,7 @@ class Binding(Protocol):
 
     def receive_data(self, conn: int, data: bytes, now: float) -> None: ...
 
-    def connection_lost(self, conn: int, now: float) -> None: ...
+    def connection_lost(self, conn: int, now: float, *, reason: str | None = None) -> None: ...
 
     def get_timer(self) -> float | None: ...
 
@@ -134,9 +134,9 @@ class SocketTransport:
                 stream = await anyio.connect_tcp(config.host, config.port, tls=True)
             else:
                 stream = await anyio.connect_tcp(config.host, config.port)
-        except OSError:
+        except OSError as exc:
             async with self.lock:
-                self.binding.connection_lost(conn, self.clock())
+                self.binding.connection_lost(conn, self.clock(), reason=exc.strerror or str(exc))
                 await self.flush()
             return
         if conn in self.dropped:  # the binding gave up on it while it was connecting

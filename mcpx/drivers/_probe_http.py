@@ -1,13 +1,15 @@
 """Run the era probe (``mcpx.core.probe``) against a server at an HTTP URL.
 
 The driver half of ``EraProbe`` for HTTP (spec/era-probe.md, "The order",
-HTTP steps): each ``HttpRequest`` or ``OpenSse`` the machine asks for is one
-HTTP/1.1 exchange on a connection of its own (h11 frames it; anyio moves the
-bytes), whose head and body are reported back as ``HttpAnswered`` and
-``HttpBody`` under the action's token, or ``TransportClosed`` when the
-connection fails first.  ``CloseResponse`` cancels that exchange (closing its
-socket).  The loop is the one every driver runs: drain actions → perform
-them → wait for an event or the machine's deadline → feed it.
+HTTP steps).  Each ``HttpRequest`` or ``OpenSse`` the machine asks for is a
+raw exchange of the client's own HTTP binding (``HttpClientConnection.exchange``:
+the same connections, h11 framing and bounds as every other request mcpx
+makes; one binding per origin the probe reaches), whose head and body are
+reported back as ``HttpAnswered`` and ``HttpBody`` under the action's token,
+or ``TransportClosed`` when the exchange fails first.  ``CloseResponse`` drops
+that exchange (closing its connection).  The loop is the one every driver
+runs: drain actions → perform them → wait for an event or the machine's
+deadline → feed it.
 
 This includes the fallback the machine asks for when Streamable HTTP is not
 there: the GET for a 2024-11-05 HTTP+SSE stream (MCP 2024-11-05, Transports
@@ -28,16 +30,21 @@ outcome there, under the same key rules as stdio (the URL, normalised).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import anyio
 import anyio.abc
-import h11
 
-from ..core.http_client import HttpClientConfig
+from ..core.http_client import (
+    ExchangeData,
+    ExchangeFailed,
+    ExchangeHead,
+    HttpClientConfig,
+    HttpClientConnection,
+)
 from ..core.probe import (
     CloseResponse,
     EraCache,
@@ -54,11 +61,49 @@ from ..core.probe import (
 )
 from ..core.revisions import Revision
 from ._eracache import load_era_cache, record_outcome
+from ._http_transport import SocketTransport
 
 __all__ = ["probe_http"]
 
-_MAX_HEAD = 64 * 1024  # bytes of an answer's head; more is a broken answer
-_READ = 65536
+
+class _Exchanges(SocketTransport):
+    """The sockets of one origin's binding; what its raw exchanges bring goes to ``report`` as probe events."""
+
+    def __init__(
+        self, http: HttpClientConnection, tg: anyio.abc.TaskGroup, report: Callable[[ProbeEvent], None]
+    ) -> None:
+        super().__init__(http, tg)
+        self.http = http
+        self.report = report
+
+    def act(self, action: Any) -> None:
+        if isinstance(action, ExchangeHead):
+            self.report(
+                HttpAnswered(token=action.token, status=action.status, headers=action.headers, complete=False)
+            )
+        elif isinstance(action, ExchangeData):
+            self.report(HttpBody(token=action.token, data=action.data))
+        elif isinstance(action, ExchangeFailed):
+            self.report(TransportClosed(reason=action.reason, token=action.token))
+
+    async def exchange(
+        self, token: int, method: str, target: str, headers: Sequence[tuple[str, str]], body: bytes
+    ) -> None:
+        async with self.lock:
+            self.http.exchange(token, method, target, headers, body, now=self.clock())
+            await self.flush()
+
+    async def drop(self, token: int) -> None:
+        async with self.lock:
+            self.http.drop_exchange(token)
+            await self.flush()
+
+
+def _last(event: ProbeEvent) -> int | None:
+    """The token of the exchange ``event`` ends (its body's end, or its failure), else ``None``."""
+    if isinstance(event, TransportClosed) or (isinstance(event, HttpBody) and not event.data):
+        return event.token
+    return None
 
 
 async def probe_http(
@@ -80,62 +125,82 @@ async def probe_http(
     key = EraCache.key({"url": url})
     cache = load_era_cache(cache_path) if cache_path is not None else EraCache()
     probe = EraProbe(config, transport="http", path=url, sse_path=sse_url, cached=cache.get(key))
-    send, receive = anyio.create_memory_object_stream[ProbeEvent](256)
-    scopes: dict[int, anyio.CancelScope] = {}
-    finished: set[int] = set()
+    events: list[ProbeEvent] = []
+    arrived = anyio.Event()
+    finished: set[int] = set()  # exchanges whose answer ended, or failed
     extra = tuple(headers)
 
-    async def exchange(
-        token: int, method: str, target_url: str, request_headers: Sequence[tuple[str, str]], body: bytes
-    ) -> None:
-        with scopes.setdefault(token, anyio.CancelScope()):
-            event = await _exchange(
-                token, method, target_url, (*request_headers, *extra), body, user_agent, send
-            )
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                if event is not None:
-                    await send.send(event)
-        finished.add(token)
+    def report(event: ProbeEvent) -> None:
+        events.append(event)
+        token = _last(event)
+        if token is not None:
+            finished.add(token)
+        arrived.set()
 
-    outcome: ProbeDone | ProbeFailed | None = None
-    after: list[int] = []  # requests the machine sent with its outcome (notifications/initialized)
     async with anyio.create_task_group() as tg:
+        origins: dict[tuple[bool, str, int], _Exchanges] = {}  # one binding per origin
+        where: dict[int, _Exchanges] = {}  # exchange token -> its origin's binding
+
+        async def start(
+            token: int, method: str, target_url: str, request_headers: Sequence[tuple[str, str]], body: bytes
+        ) -> None:
+            try:
+                target = HttpClientConfig(url=target_url, headers=extra, user_agent=user_agent)
+            except ValueError as exc:
+                report(TransportClosed(reason=str(exc), token=token))
+                return
+            origin = (target.tls, target.host, target.port)
+            transport = origins.get(origin)
+            if transport is None:
+                transport = origins[origin] = _Exchanges(HttpClientConnection(target), tg, report)
+            where[token] = transport
+            await transport.exchange(token, method, target.target, request_headers, body)
+
+        def take() -> list[ProbeEvent]:
+            taken = events[:]
+            events.clear()
+            return taken
+
+        outcome: ProbeDone | ProbeFailed | None = None
+        after: list[int] = []  # requests the machine sent with its outcome (notifications/initialized)
         probe.start(time.monotonic())
         while True:
             for action in probe.next_actions():
                 if isinstance(action, HttpRequest):
-                    tg.start_soon(
-                        exchange, action.token, action.method, action.path, action.headers, action.body
-                    )
+                    await start(action.token, action.method, action.path, action.headers, action.body)
                     after.append(action.token)
                 elif isinstance(action, OpenSse):
-                    tg.start_soon(exchange, action.token, "GET", action.path, action.headers, b"")
-                elif isinstance(action, CloseResponse):
-                    scopes.setdefault(action.token, anyio.CancelScope()).cancel()
+                    await start(action.token, "GET", action.path, action.headers, b"")
+                elif isinstance(action, CloseResponse) and action.token in where:
+                    await where[action.token].drop(action.token)
                 elif isinstance(action, ProbeDone | ProbeFailed):
                     outcome = action
             if outcome is not None:
                 break
             after.clear()
             deadline = probe.get_timer()
-            event: ProbeEvent | None = None
-            with anyio.move_on_after(max(0.0, (deadline or time.monotonic() + 60) - time.monotonic())):
-                event = await receive.receive()
+            if not events:
+                with anyio.move_on_after(max(0.0, (deadline or time.monotonic() + 60) - time.monotonic())):
+                    await arrived.wait()
+            arrived = anyio.Event()  # report() sets the new one: it reads the name when called
             now = time.monotonic()
-            if event is not None:
+            taken = take()
+            for event in taken:
                 probe.receive(event, now)
-            elif deadline is not None and now >= deadline:
+            if not taken and deadline is not None and now >= deadline:
                 probe.handle_timer(now)
         # After the outcome: let notifications/initialized arrive, then end what nobody adopts.
         with anyio.move_on_after(config.timeout):
             while not all(token in finished for token in after):
-                with anyio.move_on_after(0.05):
-                    await receive.receive()
+                await arrived.wait()
+                arrived = anyio.Event()
         if isinstance(outcome, ProbeDone) and outcome.era == "legacy" and outcome.session_id is not None:
-            await _end_session(url, outcome.session_id, outcome.revision, extra, user_agent, config.timeout)
+            await _end_session(
+                url, outcome.session_id, outcome.revision, extra, user_agent, config.timeout, tg
+            )
+        for transport in origins.values():
+            await transport.close_all()
         tg.cancel_scope.cancel()
-    send.close()
-    receive.close()
     assert outcome is not None  # the loop ends only with one
     if cache_path is not None:  # into the file as it is now: what other probes saved meanwhile stays
         record_outcome(cache_path, key, outcome, time.time())
@@ -149,100 +214,21 @@ async def _end_session(
     extra: tuple[tuple[str, str], ...],
     user_agent: str,
     timeout: float,
+    tg: anyio.abc.TaskGroup,
 ) -> None:
     """``DELETE`` the legacy session the probe opened; a refusal (405: the server keeps it) is fine."""
     headers = [("Mcp-Session-Id", session_id)]
     if revision is not None and revision >= Revision.V2025_06_18:
         headers.append(("MCP-Protocol-Version", str(revision)))
-    sink, drain = anyio.create_memory_object_stream[ProbeEvent](64)
-    with anyio.move_on_after(timeout), sink, drain:
+    config = HttpClientConfig(url=url, headers=extra, user_agent=user_agent)
+    ended = anyio.Event()
 
-        async def read() -> None:
-            async for _ in drain:
-                pass
+    def report(event: ProbeEvent) -> None:
+        if _last(event) is not None:  # the answer ended, or the exchange failed
+            ended.set()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read)
-            last = await _exchange(0, "DELETE", url, (*headers, *extra), b"", user_agent, sink)
-            del last
-            tg.cancel_scope.cancel()
-
-
-async def _exchange(
-    token: int,
-    method: str,
-    url: str,
-    headers: Sequence[tuple[str, str]],
-    body: bytes,
-    user_agent: str,
-    send: anyio.abc.ObjectSendStream[ProbeEvent],
-) -> ProbeEvent | None:
-    """One HTTP/1.1 request on a connection of its own; reports head and body, returns the last event.
-
-    The last event (the end of the body, or ``TransportClosed``) is returned
-    rather than sent, so the caller can mark the exchange finished first.
-    """
-    try:
-        where = HttpClientConfig(url=url)
-    except ValueError as exc:
-        return TransportClosed(reason=str(exc), token=token)
-    try:
-        stream: anyio.abc.ByteStream
-        if where.tls:
-            stream = await anyio.connect_tcp(where.host, where.port, tls=True)
-        else:
-            stream = await anyio.connect_tcp(where.host, where.port)
-    except OSError as exc:
-        return TransportClosed(
-            reason=f"could not connect to {where.authority}: {exc.strerror or exc}", token=token
-        )
-    async with stream:
-        conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
-        request_headers = [
-            ("Host", where.authority),
-            ("User-Agent", user_agent),
-            *headers,
-            ("Connection", "close"),
-        ]
-        if body or method in ("POST", "PUT"):
-            request_headers.append(("Content-Length", str(len(body))))
-        try:
-            data = conn.send(h11.Request(method=method, target=where.target, headers=request_headers)) or b""
-            if body:
-                data += conn.send(h11.Data(data=body)) or b""
-            data += conn.send(h11.EndOfMessage()) or b""
-            await stream.send(data)
-        except h11.LocalProtocolError as exc:
-            return TransportClosed(reason=f"mcpx could not write the request: {exc}", token=token)
-        except (OSError, anyio.BrokenResourceError) as exc:
-            return TransportClosed(reason=f"the connection failed: {exc}", token=token)
-        headed = False
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                return TransportClosed(reason=f"a malformed HTTP answer ({exc})", token=token)
-            if event is h11.NEED_DATA:
-                try:
-                    chunk = await stream.receive(_READ)
-                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                    chunk = b""
-                conn.receive_data(chunk)
-                continue
-            if isinstance(event, h11.Response):
-                answer_headers = tuple(
-                    (name.decode("latin-1"), value.decode("latin-1")) for name, value in event.headers
-                )
-                await send.send(
-                    HttpAnswered(
-                        token=token, status=event.status_code, headers=answer_headers, complete=False
-                    )
-                )
-                headed = True
-            elif isinstance(event, h11.Data):
-                await send.send(HttpBody(token=token, data=bytes(event.data)))
-            elif isinstance(event, h11.EndOfMessage):
-                return HttpBody(token=token, data=b"")
-            elif isinstance(event, h11.ConnectionClosed) or event is h11.PAUSED:
-                why = "the server closed the connection" + ("" if headed else " without answering")
-                return TransportClosed(reason=why, token=token)
+    transport = _Exchanges(HttpClientConnection(config), tg, report)
+    with anyio.move_on_after(timeout):
+        await transport.exchange(0, "DELETE", config.target, headers, b"")
+        await ended.wait()
+    await transport.close_all()

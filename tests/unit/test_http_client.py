@@ -42,6 +42,9 @@ from mcpx.core.client_session import (
 )
 from mcpx.core.http_client import (
     Closed,
+    ExchangeData,
+    ExchangeFailed,
+    ExchangeHead,
     HttpClientConfig,
     HttpClientConnection,
     JsonReceived,
@@ -700,3 +703,55 @@ def test_a_request_is_sent_again_only_once_and_never_on_a_connection_s_first_use
     assert s.failed().handle == handle
     opened, _, _ = _sent_on(s.client)
     assert opened == []  # not sent a third time
+
+
+def raw_exchange(
+    client: HttpClientConnection, token: int, target: str, body: bytes = b""
+) -> tuple[int, str, Sent]:
+    """Start exchange ``token`` and bring its connection up: the connection, the request line, the request."""
+    client.exchange(token, "POST" if body else "GET", target, [("Accept", "*/*")], body, now=0.0)
+    (opened,) = [a for a in client.next_actions() if isinstance(a, OpenConnection)]
+    client.connection_made(opened.conn, 0.0)
+    (written,) = [a for a in client.next_actions() if isinstance(a, SendBytes)]
+    line = written.data.split(b"\r\n", 1)[0].decode("latin-1")
+    return opened.conn, line, parse_request(opened.conn, written.data)
+
+
+def test_a_raw_exchange_hands_on_the_answer_as_it_comes() -> None:
+    """The era probe's way: status, headers and body undecoded, whatever the content type."""
+    client = HttpClientConnection(HttpClientConfig(url=URL, headers=[("Authorization", "Bearer t")]))
+    conn, line, sent = raw_exchange(client, 7, "/sse?x=1", b'{"jsonrpc":"2.0"}')
+    assert line == "POST /sse?x=1 HTTP/1.1"
+    assert sent.headers["accept"] == "*/*" and sent.headers["authorization"] == "Bearer t"
+    assert "mcp-session-id" not in sent.headers and "mcp-protocol-version" not in sent.headers
+    head = b"HTTP/1.1 405 Method Not Allowed\r\nContent-Type: text/html\r\nContent-Length: 11\r\n\r\n"
+    client.receive_data(conn, head + b"<h1>no", 1.0)
+    client.receive_data(conn, b"</h1>", 1.0)
+    got = [a for a in client.next_actions() if not isinstance(a, CloseConnection)]
+    assert got[0] == ExchangeHead(
+        token=7,
+        status=405,
+        headers=(("content-type", "text/html"), ("content-length", "11")),  # as h11 gives them
+    )
+    assert b"".join(a.data for a in got[1:]) == b"<h1>no</h1>"
+    assert got[-1] == ExchangeData(token=7, data=b"")  # the end, once
+    assert [a for a in got if isinstance(a, ExchangeFailed)] == []
+
+
+def test_a_raw_exchange_that_loses_its_connection_fails_and_a_dropped_one_says_nothing() -> None:
+    client = HttpClientConnection(HttpClientConfig(url=URL))
+    conn, _, _ = raw_exchange(client, 1, "/mcp")
+    client.receive_data(conn, b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: x\n\n", 1.0)
+    client.connection_lost(conn, 2.0)
+    got = client.next_actions()
+    assert isinstance(got[0], ExchangeHead) and got[1] == ExchangeData(token=1, data=b"data: x\n\n")
+    (failed,) = [a for a in got if isinstance(a, ExchangeFailed)]
+    assert failed.token == 1 and "closed before the answer" in failed.reason
+    conn2, _, _ = raw_exchange(client, 2, "/mcp")
+    client.drop_exchange(2)
+    assert client.next_actions() == [CloseConnection(conn=conn2)]
+    client.receive_data(conn2, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 3.0)
+    assert client.next_actions() == []  # nothing more for a dropped exchange
+    client.exchange(3, "GET", "/mcp", [], b"", now=4.0)
+    with pytest.raises(LocalProtocolError):
+        client.exchange(3, "GET", "/mcp", [], b"", now=4.0)  # one exchange per token at a time
