@@ -378,7 +378,8 @@ class ClientSession(_ClientSessionBase):
         What ``receive_json`` would report as ``Completed(handle, result)``,
         with the call forgotten the same way, when ``obj`` is exactly
         ``{jsonrpc, id, result}`` answering an open call (not ``initialize``)
-        with a result of no ``resultType`` or ``"complete"``, and nothing is
+        with a result of no ``resultType`` or ``"complete"`` (and not
+        ``server/discover``'s, which the session keeps), and nothing is
         queued before it.  Otherwise ``None``, with nothing done: give
         ``obj`` to ``receive_json``.  For a machine wrapping this one (the
         router), on every answer: no action to build and drain.
@@ -390,8 +391,11 @@ class ClientSession(_ClientSessionBase):
         if type(result) is not dict or type(request_id) is not int or obj.get("jsonrpc") != "2.0":
             return None
         handle = self._by_id.get(request_id)
-        if handle is None or handle == self._init_id or handle not in self._calls:
+        if handle is None or handle == self._init_id:
             return None
+        call = self._calls.get(handle)
+        if call is None or call.method == "server/discover":
+            return None  # server/discover tells the session what it keeps, as initialize does: receive_json
         kind = result.get("resultType")
         if kind is not None and kind != "complete":
             return None  # a round, a task, or a kind the session refuses: receive_json decides

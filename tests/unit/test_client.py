@@ -150,6 +150,13 @@ def test_a_modern_session_keeps_what_server_discover_answered() -> None:
     only(c.next_actions(), Completed)
     assert c.capabilities_known and c.server_capabilities == declared
     assert c.server_info == {"name": "s", "version": "2"}
+    routed = ClientSession(client_info=INFO, modern=True)  # answered the router's way (take_answer)
+    sent = routed.request_now("server/discover")
+    assert sent is not None
+    answer = {"jsonrpc": "2.0", "id": orjson.loads(sent[1])["id"], "result": result}
+    assert routed.take_answer(answer) is None  # declined: receive_json keeps what it declares
+    routed.receive_json(answer)
+    assert routed.capabilities_known and routed.server_capabilities == declared
     probed = ClientSession(client_info=INFO, modern=True)
     probed.adopt_discovery({"prompts": {}})  # what the era probe's server/discover said
     assert probed.capabilities_known and probed.server_capabilities == {"prompts": {}}
