@@ -479,6 +479,11 @@ class Pool(_PoolBase):
         inst = self._instances.get(instance)
         return () if inst is None else tuple(inst.calls)
 
+    def is_spare(self, instance: int) -> bool:
+        """Whether ``instance`` is the spare now: started ahead of need and given to nobody yet."""
+        inst = self._instances.get(instance)
+        return inst is not None and inst.slot[1] == "spare"
+
     def instance_state(self, instance: int) -> InstanceState:
         """``STOPPED`` for an instance the pool has let go of; an id it never allocated is a ``LocalProtocolError``."""
         if instance >= self._next_instance or instance < 1:

@@ -121,8 +121,6 @@ class Spawn:
     scope_key: str | None
     lane: str | None = None
     """The caller's lane (``acquire(lane=)``): the instance serves only calls of that lane."""
-    spare: bool = False
-    """Started as the spare: nobody's when spawned, whoever it is given to later."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -472,7 +472,6 @@ class _PoolBase:
                 scope=srv.scope,
                 scope_key=slot.scope_key,
                 lane=slot.lane,
-                spare=slot.key[1] == "spare",
             )
         )
 

@@ -89,7 +89,6 @@ _NO_HOST = (REQUEST_SCOPE_PREFIX, HOSTLESS_SCOPE_PREFIX, WARM_UP_SCOPE)  # scope
 class _Running:
     server: str
     lane: str | None = None  # the pool's lane: "legacy" for legacy hosts' calls to a dual-era server
-    spare: bool = False  # spawned as the pool's spare (PoolConfig.spare)
     stop: anyio.Event = field(default_factory=anyio.Event)
     client: Client | None = None
     starting: anyio.CancelScope = field(
@@ -239,9 +238,7 @@ class _Instances:
             self._drained.set()
         for action in self.pool.next_actions():
             if isinstance(action, Spawn):
-                running = self._running[action.instance] = _Running(
-                    server=action.server, lane=action.lane, spare=action.spare
-                )
+                running = self._running[action.instance] = _Running(server=action.server, lane=action.lane)
                 self._instance_logs.setdefault(action.server, {})[action.instance] = running
                 assert self._tg is not None, "attach() the upstreams to a task group first"
                 self._tg.start_soon(self._run_instance, action.instance, running)
@@ -457,9 +454,15 @@ class _Instances:
             self._perform()
             self.events.publish("instance.started", {"server": server.name, "instance": instance})
             # A new process may offer something else.  Not asked of a legacy host's instance of a
-            # dual-era server, nor of a spare: the catalog is the server's, read where calls without
-            # a host go, and a spare's fresh state must not hide what a running instance now offers.
-            if self.on_catalog_stale is not None and running.lane is None and not running.spare:
+            # dual-era server, nor of one that starts as the spare, given to nobody yet: the catalog
+            # is the server's, read where calls without a host go, and a spare's fresh state must
+            # not hide what a running instance now offers (a spare given to a caller while it was
+            # starting is that caller's instance by now, and is read).
+            if (
+                self.on_catalog_stale is not None
+                and running.lane is None
+                and not self.pool.is_spare(instance)
+            ):
                 self.on_catalog_stale(server.name, instance, None)
             with anyio.move_on_after(self._own_timeout):
                 # Every instance hears its server's list changes, so that cached lists (the

@@ -631,6 +631,7 @@ def test_a_spare_is_started_beside_the_first_connection_and_given_to_the_next_at
     pool.acquire("git", "c1", 1, 0.0)
     first, spare = drain(pool)
     assert (first.scope_key, spare.scope_key) == ("c1", None)  # the caller's, and nobody's yet
+    assert pool.is_spare(spare.instance) and not pool.is_spare(first.instance)
     pool.started(first.instance, 0.5)
     pool.started(spare.instance, 0.5)
     assert [type(a) for a in drain(pool)] == [Granted]
@@ -638,6 +639,7 @@ def test_a_spare_is_started_beside_the_first_connection_and_given_to_the_next_at
     granted, replacement = drain(pool)
     assert isinstance(granted, Granted) and granted.instance == spare.instance
     assert isinstance(replacement, Spawn) and replacement.scope_key is None
+    assert not pool.is_spare(spare.instance) and pool.is_spare(replacement.instance)  # c2's now
     assert pool.calls_on(spare.instance) == (2,)
     pool.connection_closed("c2", 2.0)  # the adopted spare is c2's now, and goes with it
     failed, stopped = drain(pool)
