@@ -176,7 +176,7 @@ async def connect_stdio(
                         server_info=settled.server_info or {},
                         instructions=settled.instructions,
                     )
-                elif settled.capabilities is not None:
+                elif settled.capabilities is not None and session.modern:  # what its discover said
                     session.adopt_discovery(settled.capabilities)
                 client.take_leftover(adopt.leftover)
                 await client.flush()
