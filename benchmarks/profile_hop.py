@@ -2,6 +2,7 @@
 
     python benchmarks/profile_hop.py callgrind [--depth 16] [--seconds 6] [--mode pass|gateway]
     python benchmarks/profile_hop.py sample    [--depth 16] [--seconds 6] [--mode pass|gateway] [--top 40]
+    python benchmarks/profile_hop.py calls     [--depth 16] [--seconds 6] [--mode pass|gateway] [--top 40]
 
 Both start a daemon with one raw echo upstream as ``bench_hop.py`` does
 (pass-through, or gateway mode calling ``mcpx_call``), drive it through
@@ -18,6 +19,9 @@ only at the timed load, not at start-up:
                the functions by self and by inclusive share.  py-spy in its
                default mode stops the process to read it, and counts time
                spent descheduled in a write as samples: this counts CPU only.
+``calls``      counts the daemon's Python function calls under cProfile and
+               prints them per routed call, by function: how many calls a
+               hop makes, and which, independent of the machine's speed.
 
 The figures to hold against the issue's targets are ``bench_hop.py``'s; this
 shows what stands in the way of one.  Needs valgrind for ``callgrind``.
@@ -67,6 +71,17 @@ if _out and "daemon" in sys.argv:
 
     signal.signal(signal.SIGUSR2, _start)
     signal.signal(signal.SIGUSR1, _dump)
+_stats = os.environ.get("MCPX_PROFILE_CALLS")
+if _stats and "daemon" in sys.argv:
+    import cProfile, signal
+    _profile = cProfile.Profile()
+    signal.signal(signal.SIGUSR2, lambda signum, frame: _profile.enable())
+
+    def _dump_calls(signum, frame):
+        _profile.disable()
+        _profile.dump_stats(_stats)
+
+    signal.signal(signal.SIGUSR1, _dump_calls)
 """
 
 
@@ -142,23 +157,47 @@ def callgrind(args: argparse.Namespace, tmp: Path) -> None:
     print(f"daemon: {total / calls / 1000:.1f}k instructions per call (user space, callgrind)")
 
 
-def sample(args: argparse.Namespace, tmp: Path) -> None:
+def _signalled(args: argparse.Namespace, tmp: Path, variable: str, out: Path) -> int:
+    """Run the load with ``sitecustomize`` hooked in: SIGUSR2 starts it, SIGUSR1 writes ``out``."""
     site = tmp / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-    samples = tmp / "samples.txt"
     args.mcpx_src = str(site) + (os.pathsep + args.mcpx_src if args.mcpx_src else "")
 
     @contextlib.contextmanager
-    def sampled(pid: int) -> Any:
+    def signalled(pid: int) -> Any:
         os.kill(pid, signal.SIGUSR2)
         yield
         os.kill(pid, signal.SIGUSR1)
         deadline = time.monotonic() + 10
-        while not samples.exists() and time.monotonic() < deadline:
+        while not out.exists() and time.monotonic() < deadline:
             time.sleep(0.05)  # the daemon writes the file in its signal handler: wait for it
+        time.sleep(0.2)  # and let it finish writing
 
-    _run(args, tmp, [], {"MCPX_PROFILE_SAMPLES": str(samples)}, sampled)
+    return _run(args, tmp, [], {variable: str(out)}, signalled)
+
+
+def calls(args: argparse.Namespace, tmp: Path) -> None:
+    import pstats
+
+    out = tmp / "calls.prof"
+    routed = _signalled(args, tmp, "MCPX_PROFILE_CALLS", out)
+    stats = pstats.Stats(str(out))
+    rows = []
+    total_calls = 0
+    for (filename, _line, name), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        total_calls += ncalls
+        rows.append((ncalls, tottime, cumtime, f"{name} ({filename.rsplit('/', 1)[-1]})"))
+    total_time = sum(row[1] for row in rows) or 1.0
+    print(f"{total_calls / routed:.1f} Python-level calls per routed call")
+    print("calls/call  self%  function")
+    for ncalls, tottime, _cum, where in sorted(rows, reverse=True)[: args.top]:
+        print(f"{ncalls / routed:9.2f}  {100 * tottime / total_time:5.1f}  {where}")
+
+
+def sample(args: argparse.Namespace, tmp: Path) -> None:
+    samples = tmp / "samples.txt"
+    _signalled(args, tmp, "MCPX_PROFILE_SAMPLES", samples)
     own: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
     total = 0
@@ -178,7 +217,7 @@ def sample(args: argparse.Namespace, tmp: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Where a routed call's time goes in the daemon.")
-    parser.add_argument("what", choices=("callgrind", "sample"))
+    parser.add_argument("what", choices=("callgrind", "sample", "calls"))
     parser.add_argument("--depth", type=int, default=16, help="calls in flight; 1: one at a time [16]")
     parser.add_argument("--seconds", type=float, default=6.0, help="length of the profiled load [6]")
     parser.add_argument("--mode", choices=("pass", "gateway"), default="pass")
@@ -186,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mcpx-src", help="run mcpx from this directory (it holds the mcpx package)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="mcpx-profile-") as tmp:
-        (callgrind if args.what == "callgrind" else sample)(args, Path(tmp))
+        {"callgrind": callgrind, "sample": sample, "calls": calls}[args.what](args, Path(tmp))
     return 0
 
 

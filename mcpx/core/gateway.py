@@ -240,6 +240,20 @@ class GatewaySurface(_Lists):
     construction.
     """
 
+    def forwarded_tool(self, name: str) -> tuple[str, str] | None:
+        """``(server, its own name)`` for a tool a host's ``tools/call`` forwards by its name alone.
+
+        A pass-through tool the catalogs list under ``name`` (spec/gateway.md
+        §2: as itself, or an alias): ``call_tool`` routes any call of it there,
+        whatever its arguments, with nothing to rewrite in its result.
+        ``None`` for any other name (a gateway tool, a collision, a name no
+        catalog lists).
+        """
+        owner = self._tool_owner.get(name)
+        if owner is not None:
+            return owner, name
+        return self._tool_alias.get(name)
+
     def call_tool(
         self, params: Mapping[str, Any], *, revision: Revision = NEWEST
     ) -> Route | Answer | GatewayError:

@@ -191,6 +191,11 @@ class Router(_RouterBase):
         return len(self._calls)
 
     @property
+    def has_actions(self) -> bool:
+        """Whether actions are queued: ``next_actions()`` would give some."""
+        return bool(self._actions)
+
+    @property
     def questions_out(self) -> int:
         """Questions out to hosts, not yet answered, refused or withdrawn."""
         return len(self._asks)
@@ -257,17 +262,60 @@ class Router(_RouterBase):
             self._drain(upstream, up)
             return
         handle, result = answer
-        key = up.calls.get(handle)
+        self._answered(upstream, up, handle, up.calls.get(handle), result)
+
+    def _answered(
+        self,
+        upstream: UpstreamKey,
+        up: _Upstream,
+        handle: int,
+        key: _CallKey | None,
+        result: Mapping[str, Any],
+    ) -> None:
+        """The session's usual answer to ``handle``, taken: its call ends (or the caller's own request)."""
         if key is None:  # one of the caller's own requests (a catalog read, a task poll)
             self._actions.append(
                 UpstreamOutcome(upstream=upstream, event=Completed(handle=handle, result=result))
             )
-        else:
-            call = self._calls[key]
-            asked = bool(call.asks)
-            self._end(call, result=result)
-            if asked:  # a legacy question still out was answered upstream: on the session, to drain
-                self._drain(upstream, up)
+            return
+        call = self._calls[key]
+        asked = bool(call.asks)
+        self._end(call, result=result)
+        if asked:  # a legacy question still out was answered upstream: on the session, to drain
+            self._drain(upstream, up)
+
+    def take_answer(
+        self, upstream: UpstreamKey, obj: Any, *, now: float
+    ) -> tuple[HostKey, RequestId, Mapping[str, Any]] | None:
+        """``upstream_data`` for the usual message, a host call's plain result, handed back.
+
+        What ``upstream_data`` would queue as ``AnswerHost``, as
+        ``(host, request_id, result)`` (the result as the host gets it, its
+        envelope taken off), with the call forgotten the same way, when
+        ``obj`` is the upstream session's usual answer (``ClientSession.
+        take_answer``) to a host call with no question out, whose host is
+        still there, and nothing is queued before it.  Otherwise ``None``, and
+        ``obj`` went to ``upstream_data``: drain actions after this.
+        """
+        up = self._upstreams.get(upstream)
+        if up is not None and not self._actions:
+            answer = up.session.take_answer(obj)
+            if answer is not None:
+                if now > self._now:  # noqa: PLR1730 - on every answer: a comparison, not a call to max()
+                    self._now = now
+                handle, result = answer
+                key = up.calls.get(handle)
+                call = None if key is None else self._calls[key]
+                if call is None or call.asks or call.silent or call.verbatim:
+                    self._answered(upstream, up, handle, key, result)
+                    return None
+                call.state = _S.ENDED  # (running, end): the usual end, as _end makes it
+                call.deadline = call.left = None
+                del self._calls[key]  # type: ignore[arg-type]  # a call was found under it
+                del up.calls[handle]
+                return call.host, call.request_id, relayed(result)
+        self.upstream_data(upstream, obj, now=now)
+        return None
 
     def drain(self, upstream: UpstreamKey) -> None:
         """The caller used ``upstream``'s session itself (a request of its own, a cancel): translate what it queued.
@@ -324,6 +372,72 @@ class Router(_RouterBase):
         with nothing changed, for an unknown upstream, a ``(host,
         request_id)`` already in flight, or a session that cannot send.
         """
+        self._host_request(
+            host,
+            request_id,
+            method,
+            params,
+            upstream,
+            host_capabilities,
+            progress_token,
+            now,
+            timeout,
+            verbatim,
+        )
+
+    def host_request_now(
+        self,
+        host: HostKey,
+        request_id: RequestId,
+        method: str,
+        params: Mapping[str, Any] | None,
+        *,
+        upstream: UpstreamKey,
+        host_capabilities: Mapping[str, Any],
+        now: float,
+    ) -> tuple[int, bytes] | None:
+        """``host_request``, its bytes handed back to write rather than queued: ``(stream, payload)``.
+
+        What ``SendUpstream`` would carry, for the usual call (no progress
+        token, no timeout of the router's, not verbatim) when nothing is
+        queued before it, on the router or on the upstream's session: its
+        bytes then go in the order ``host_request`` would have sent them.
+        Otherwise ``None``, with nothing done: use ``host_request``.  For the
+        gateway's relay lane, on every call: no action to build and drain.
+        Raises as ``host_request`` does, and ``LocalProtocolError`` for an
+        upstream already lost.
+        """
+        if self._actions:
+            return None
+        return self._host_request(
+            host,
+            request_id,
+            method,
+            params,
+            upstream,
+            host_capabilities,
+            None,
+            now,
+            None,
+            False,
+            now_only=True,
+        )
+
+    def _host_request(
+        self,
+        host: HostKey,
+        request_id: RequestId,
+        method: str,
+        params: Mapping[str, Any] | None,
+        upstream: UpstreamKey,
+        host_capabilities: Mapping[str, Any],
+        progress_token: ProgressToken | None,
+        now: float,
+        timeout: float | None,
+        verbatim: bool,
+        *,
+        now_only: bool = False,
+    ) -> tuple[int, bytes] | None:
         kind = type(request_id)
         if kind is not int and kind is not str and not _valid_id(request_id):
             raise LocalProtocolError(f"a request id is a string or an integer, not {request_id!r}")
@@ -339,6 +453,8 @@ class Router(_RouterBase):
         up = self._upstreams.get(upstream)
         if up is None:
             up = self._upstream(upstream)  # raises, saying why
+        if now_only and up.lost:
+            raise LocalProtocolError(f"upstream {upstream!r} is lost: nothing can be written to it")
         narrowed = self._narrowed_for(host_capabilities)
         if now > self._now:
             self._now = now
@@ -353,6 +469,8 @@ class Router(_RouterBase):
         now_sent = session.request_now(
             method, sent, progress=progress, log_level="debug", capabilities=narrowed
         )
+        if now_sent is None and now_only:
+            return None
         if now_sent is None:
             handle = session.request(
                 method, sent, progress=progress, log_level="debug", capabilities=narrowed
@@ -380,8 +498,11 @@ class Router(_RouterBase):
         up.calls[handle] = key
         if now_sent is None:
             self._drain(upstream, up)
+        elif now_only:
+            return now_sent
         elif not up.lost:
             self._actions.append(_send_upstream(upstream=upstream, payload=now_sent[1], stream=handle))
+        return None
 
     def host_cancelled(self, host: HostKey, request_id: RequestId, reason: str | None = None) -> None:
         """The host gave up on its call: it is cancelled upstream and never answered.  Drain after this.

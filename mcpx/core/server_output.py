@@ -75,27 +75,7 @@ class _Output(_SessionBase):
             self._drop_asks(token)
         rec = self._inflight.get(token)
         if rec is not None and rec.task is None and rec.task_support != "required" and rec.batch is None:
-            # An ordinary answer: what _settles_task, _take (_forget), _shape_result and _reply
-            # do for it, in line (this runs for nearly every answer).
-            if self._promotions:
-                self._promotions.pop(token, None)
-            del self._inflight[token]
-            if self._task_listens:
-                self._task_listens.discard(token)
-            request_id = rec.id
-            if self._by_peer_id.get(request_id) == token:
-                del self._by_peer_id[request_id]
-            method = rec.method
-            rev = rec.shape_revision
-            if rev in _MODERN:
-                result = envelope(result, method, self._server_info[rev], self.config.ages)
-            shaped = downgrade(
-                result, _RESULT_SHAPES.get(method, "EmptyResult"), rev, strict=self._strict[rev]
-            )
-            reply = {"jsonrpc": "2.0", "id": request_id, "result": shaped}
-            self._actions.append(
-                build_send(orjson.dumps(reply, option=self._dump_option), rec.stream, True, None)
-            )
+            self._actions.append(build_send(self._answer_bytes(rec, result), rec.stream, True, None))
             if self._state is _CLOSING:
                 self._maybe_drained()
             return
@@ -105,6 +85,50 @@ class _Output(_SessionBase):
         if rec is None:
             return
         self._reply(rec, Response(id=rec.id, result=self._shape_result(rec, result)).to_obj())
+
+    def respond_now(self, token: int, result: Mapping[str, Any]) -> bytes | None:
+        """``respond``, its bytes handed back to write rather than queued as ``Send``.
+
+        Only for an ordinary answer (a request in flight, no question of it
+        out, no task, not part of a batch, on the connection's one stream: a
+        stdio connection's) on a connection that is not closing, when nothing
+        is queued before it: its bytes then go in the order ``respond`` would
+        have sent them.  Otherwise ``None``, with
+        nothing done: use ``respond``.  For a driver answering a call a
+        gateway relayed, on every answer: no action to build and drain.
+        """
+        if self._actions or self._asks or self._state is _CLOSING:
+            return None
+        rec = self._inflight.get(token)
+        if (
+            rec is None
+            or rec.stream != token  # its answer goes on a stream of its own (HTTP): respond names it
+            or rec.task is not None
+            or rec.task_support == "required"
+            or rec.batch is not None
+        ):
+            return None
+        return self._answer_bytes(rec, result)
+
+    def _answer_bytes(self, rec: _InFlight, result: Mapping[str, Any]) -> bytes:
+        """An ordinary answer's bytes, the request forgotten: what _settles_task, _take (_forget),
+        _shape_result and _reply do for it, in line (this runs for nearly every answer)."""
+        token = rec.token
+        if self._promotions:
+            self._promotions.pop(token, None)
+        del self._inflight[token]
+        if self._task_listens:
+            self._task_listens.discard(token)
+        request_id = rec.id
+        if self._by_peer_id.get(request_id) == token:
+            del self._by_peer_id[request_id]
+        method = rec.method
+        rev = rec.shape_revision
+        if rev in _MODERN:
+            result = envelope(result, method, self._server_info[rev], self.config.ages)
+        shaped = downgrade(result, _RESULT_SHAPES.get(method, "EmptyResult"), rev, strict=self._strict[rev])
+        reply = {"jsonrpc": "2.0", "id": request_id, "result": shaped}
+        return orjson.dumps(reply, option=self._dump_option)
 
     def respond_error(self, token: int, code: int, message: str, data: Any = None) -> None:
         """Answer request ``token`` with a JSON-RPC error."""

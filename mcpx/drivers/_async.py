@@ -85,6 +85,25 @@ class RequestWatch(Protocol):
     def ended(self, request_id: str | int) -> None: ...
 
 
+class RequestRelay(Protocol):
+    """An application that can send some requests on by itself, answering them through the runner.
+
+    ``take`` is offered each request before the server routes it: ``True``
+    when the relay took it (it answers with ``answer_relayed`` on the
+    runner, which must be one that has it), ``False`` to leave it to the
+    server.  A request the relay took is the relay's until it answers it, or
+    until the runner asks for it back with ``promote(key)`` (the key the
+    relay put in ``runner.relayed``): then the relay makes it a request the
+    server answers through a ``Pending`` (``runner.defer_relayed``), as if
+    it had been routed so from the start.  A gateway's relay lane
+    (spec/gateway.md §11).
+    """
+
+    def take(self, runner: Any, action: HandleRequest) -> bool: ...
+
+    def promote(self, key: Any) -> None: ...
+
+
 class _Machine(Protocol):
     def next_actions(self) -> Sequence[object]: ...
 
@@ -159,6 +178,8 @@ class _Runner:
         self.flush_due = False  # a flush is due at the end of the chunk being read (_settle)
         self.sink = PostingSink(self.post, self.core, self)  # every handler's Context reports through it
         self.connection = next(_connections)
+        self.relay: RequestRelay | None = None  # offered each request first (the stdio runner's)
+        self.relayed: dict[int, Any] = {}  # token -> the relay's key, for requests the relay took
 
     def perform(self, action: object) -> None:
         """Carry out a transport action (bytes, closing); the subclass knows how."""
@@ -195,6 +216,8 @@ class _Runner:
             elif isinstance(action, Answered):
                 self.waiters.answered(action)
             elif isinstance(action, CancelRequest):
+                if action.token in self.relayed:  # the relay's: handed back first, then dropped as any
+                    self._promote(action.token)
                 if action.token in self.deferred:
                     self._drop_deferred(action.token)
                     continue
@@ -295,6 +318,11 @@ class _Runner:
         Call ``flush`` afterwards: the answer is queued in the core.
         """
         token = action.token
+        relay = self.relay
+        if relay is not None and token not in self.cancelled and relay.take(self, action):
+            if self.watch is not None:
+                self.watch.started(action.context.request_id)
+            return
         try:
             invocation = self.server.route(action.method, action.params, action.context)
         except Exception as exc:  # a bug in routing must not take the connection down
@@ -330,6 +358,24 @@ class _Runner:
         except Exception as exc:  # a bug in the server must not take the connection down
             self._settle(token, Outcome.failure(INTERNAL_ERROR, f"Internal error: {exc}"))
 
+    def defer_relayed(self, action: HandleRequest) -> Pending:
+        """A request the relay took, now answered through a ``Pending`` as a ``Deferred``'s (``promote``).
+
+        Its watch was told it started when the relay took it.
+        """
+        token = action.token
+        pending = Pending.of(
+            action.context, self.sink, self.connection, functools.partial(self._settle, token)
+        )
+        self.deferred[token] = pending
+        return pending
+
+    def _promote(self, token: int) -> None:
+        """Ask the relay for request ``token`` back: from now on it is a deferred request."""
+        key = self.relayed.pop(token)
+        assert self.relay is not None  # only a relay puts keys in ``relayed``
+        self.relay.promote(key)
+
     def _settle(self, token: int, outcome: Outcome) -> None:
         """``Pending.settle``: answer the deferred request ``token`` (ignored once settled or dropped)."""
         if threading.get_ident() != self.loop_thread:
@@ -363,7 +409,12 @@ class _Runner:
         pending._cancel()
 
     def abandon_deferred(self) -> None:
-        """The connection is gone: every deferred request still open is cancelled for its server."""
+        """The connection is gone: every deferred request still open is cancelled for its server.
+
+        A request the relay holds is handed back first, and cancelled as any.
+        """
+        for token in list(self.relayed):
+            self._promote(token)
         abandon_deferred(self.deferred, self.contexts)
 
     def _answer_now(self, action: HandleRequest, call: Call) -> None:

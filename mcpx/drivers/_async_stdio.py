@@ -10,7 +10,8 @@ task ends the connection once the core has drained and said ``Close``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -18,10 +19,10 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
-from ..core import Close, Send, StdioServerConnection
+from ..core import Close, HandleRequest, Send, StdioServerConnection
 from ..server import Server
 from . import _batch
-from ._async import ByteReader, ByteWriter, RequestWatch, _Runner
+from ._async import ByteReader, ByteWriter, RequestRelay, RequestWatch, _Runner
 from ._common import change_listener
 
 __all__ = ["serve_connection"]
@@ -45,6 +46,21 @@ class _StdioRunner(_Runner):
 
     def request_ended(self, watch: RequestWatch, request_id: str | int) -> None:
         self.unwritten.append(request_id)  # the write loop tells the watch once the answer is out
+
+    def answer_relayed(self, action: HandleRequest, result: Mapping[str, Any]) -> None:
+        """The relay's answer to ``action``, a request it took (``RequestRelay``): written as any answer."""
+        token = action.token
+        del self.relayed[token]
+        payload = self.conn.session.respond_now(token, result)
+        if payload is None:  # something is queued before it, or it is no ordinary answer
+            self.clock_in()
+            self.conn.session.respond(token, result)
+            self.flush()
+        else:
+            self.queued.append(payload)
+            self._kick()
+        if self.watch is not None:
+            self.request_ended(self.watch, action.context.request_id)
 
     def perform(self, action: object) -> None:
         if isinstance(action, Send):
@@ -151,17 +167,21 @@ async def serve_connection(
     *,
     trace: bool = False,
     watch: RequestWatch | None = None,
+    relay: RequestRelay | None = None,
 ) -> None:
     """Serve one stdio connection until the peer closes it and the core says Close.
 
     ``watch`` is told of every request the application runs, when it starts
     and once it has been answered (the daemon mirrors them for its shim).
+    ``relay`` is offered each request before ``server`` routes it (the
+    gateway's relay lane; ``RequestRelay``).
     """
     runner: _StdioRunner | None = None
     try:
         async with anyio.create_task_group() as tg:
             runner = _StdioRunner(server, conn, tg, trace)
             runner.watch = watch
+            runner.relay = relay
             unsubscribe = server.add_listener(change_listener(runner.post, conn.session))
             try:
                 tg.start_soon(runner.write_loop, writer)

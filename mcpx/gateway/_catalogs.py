@@ -232,6 +232,10 @@ class _Catalogs(Server):
         if self.passthrough:
             upstreams.watch(self.passthrough, self._upstream_changed, self._upstream_resource_updated)
         upstreams.on_catalog_stale = self._catalog_stale
+        # The relay lane's targets by tool name, for one surface (a new one, a new map); whether
+        # every pass-through catalog has been read once (they stay read: ``_store`` never forgets).
+        self._relay_cache: tuple[GatewaySurface | None, dict[str, Any]] = (None, {})
+        self._relay_ready = False
         self._current()  # the tool hints of generation 0: the gateway's own tools
 
     @property

@@ -340,6 +340,23 @@ class _Instances:
         self._perform()
         return instance
 
+    def acquire_now(self, server: str, scope_key: str, call_id: str, revision: Revision | None) -> int | None:
+        """The instance that takes the routed call ``call_id`` at once, or ``None`` with nothing done.
+
+        ``Pool.acquire_now``: a running instance with room in the call's slot
+        (the relay lane's calls, which go the usual way otherwise).
+        """
+        instance = self.pool.acquire_now(
+            server,
+            self._pool_scope(server, scope_key),
+            call_id,
+            time.monotonic(),
+            self.lane(server, revision),
+        )
+        if instance is not None:
+            self._perform()  # a spare to keep, perhaps
+        return instance
+
     def release(self, call_id: str, scope_key: str | None = None) -> None:
         """The call ended; ``scope_key``: a scope of its own (a 2026-07-28 request), ended with it."""
         now = time.monotonic()

@@ -54,7 +54,7 @@ import anyio
 
 from ..client import Client, McpCallError
 from ..core import INTERNAL_ERROR, INVALID_PARAMS, LocalProtocolError
-from ..core.actions import Answered, build_request_context
+from ..core.actions import Answered, HandleRequest, build_request_context
 from ..core.client_session import MessageTooLarge, Progress, ServerNotification
 from ..core.revisions import NEWEST
 from ..core.rounds import Question
@@ -78,8 +78,9 @@ from ._calls import ask_round, may_need_a_core_task, needs_core_task, run_core_t
 if TYPE_CHECKING:
     from ..core.gateway import Route
     from ._instances import _Instances
+    from ._server import GatewayServer
 
-__all__ = ["Routes"]
+__all__ = ["RelayLane", "Routes"]
 
 REQUEST_SCOPE_PREFIX = "request:"
 """The scope keys of requests that name no host (a 2026-07-28 request without a session)."""
@@ -201,6 +202,74 @@ class _Routed:
         return result if finish is None else finish(result)
 
 
+class _Relayed:
+    """A host call the relay lane sent: its host's runner and request, its pool call, where it runs."""
+
+    __slots__ = (
+        "action",
+        "call_id",
+        "finish",
+        "instance",
+        "params",
+        "reword",
+        "runner",
+        "scope_key",
+        "server",
+    )
+
+    def __init__(
+        self,
+        runner: Any,
+        action: HandleRequest,
+        call_id: str,
+        instance: int,
+        server: str,
+        params: Mapping[str, Any],
+        finish: Callable[[Mapping[str, Any]], Any] | None,
+        reword: Callable[[int, str], str] | None,
+        scope_key: str,
+    ) -> None:
+        self.runner = runner  # the host's stdio runner: ``answer_relayed``, ``defer_relayed``, ``relayed``
+        self.action = action
+        self.call_id = call_id
+        self.instance = instance
+        self.server = server
+        self.params = params  # as sent upstream
+        self.finish = finish
+        self.reword = reword
+        self.scope_key = scope_key
+
+
+class RelayLane:
+    """``RequestRelay`` (mcpx/drivers/_async.py) for the hosts one gateway view serves on their own stdio.
+
+    A host's ``tools/call`` the view routes to a running stdio instance with
+    room (``GatewayServer.relay_route``, ``Pool.acquire_now``) goes to the
+    router at once, without the server's ``Deferred``, a ``Pending`` or a
+    ``_Routed``: the router's bytes are written to the instance, and its
+    plain answer (``Router.take_answer``) is the host's answer, written by
+    the host's runner.  Anything else about such a call — a question, a log
+    message, an error, a cancel, a timeout, a lost instance — first makes it
+    a routed call like any other (``Routes.promote``), and the usual rules
+    carry it from there.  spec/gateway.md §11.
+    """
+
+    __slots__ = ("routes", "view")
+
+    def __init__(self, view: GatewayServer, routes: Routes) -> None:
+        self.view = view
+        self.routes = routes
+
+    def take(self, runner: Any, action: HandleRequest) -> bool:
+        if action.method != "tools/call" or action.context.progress_token is not None:
+            return False
+        target = self.view.relay_route(action.params, action.context)
+        return target is not None and self.routes.relay(runner, action, *target)
+
+    def promote(self, key: Any) -> None:
+        self.routes.promote(key)
+
+
 class _Link:
     """``UpstreamLink`` for one instance: its client's reads go to the router."""
 
@@ -212,7 +281,12 @@ class _Link:
 
     def received(self, obj: Any) -> None:
         routes = self.routes
-        routes.router.upstream_data(self.instance, obj, now=time.monotonic())
+        router = routes.router
+        answer = router.take_answer(self.instance, obj, now=time.monotonic())
+        if answer is not None:
+            routes.answered_now(*answer)
+            if not router.has_actions:
+                return
         # What the router makes of a chunk of answers is carried out once, at the chunk's end (the
         # answers it settles are written then in any case); a message read outside one, at once.
         if not routes.dispatch_due:
@@ -242,6 +316,8 @@ class Routes:
         self._calls: dict[str, _Routed] = {}  # by pool call id
         self._by_key: dict[tuple[_HostKey, int], _Routed] = {}  # by the router's key
         self._asks: dict[int, _Routed] = {}  # ask id -> its call
+        self._relayed: dict[tuple[_HostKey, int], _Relayed] = {}  # the relay lane's calls, by router key
+        self._relay_calls: dict[str, tuple[_HostKey, int]] = {}  # their router keys, by pool call id
         self._ids = itertools.count(1)
         self._dispatching = False
         self.dispatch_due = False  # a dispatch is due at the end of the chunk being read (_Link)
@@ -249,10 +325,10 @@ class Routes:
 
     @property
     def in_flight(self) -> int:
-        return len(self._calls)
+        return len(self._calls) + len(self._relayed)
 
     def owns(self, call_id: object) -> bool:
-        return isinstance(call_id, str) and call_id in self._calls
+        return isinstance(call_id, str) and (call_id in self._calls or call_id in self._relay_calls)
 
     # -- instances -------------------------------------------------------------------------
 
@@ -446,9 +522,126 @@ class Routes:
         rec.routed = True
         self.dispatch()
 
+    # -- the relay lane ---------------------------------------------------------------------------
+
+    def relay(
+        self,
+        runner: Any,
+        action: HandleRequest,
+        server: str,
+        params: Mapping[str, Any],
+        finish: Callable[[Mapping[str, Any]], Any] | None,
+        reword: Callable[[int, str], str] | None,
+        scope_key: str,
+    ) -> bool:
+        """Send the host's call on ``RelayLane``'s way, if an instance takes it at once; ``False``: nothing done.
+
+        The usual way is left to what it alone does: waiting for an
+        instance, a 2025-11-25 tool that may run only as a task, a call the
+        router cannot send as it is (too large, not JSON; the usual way says
+        so).
+        """
+        call_id = f"r{next(self._ids)}"
+        instance = self.upstreams.acquire_now(server, scope_key, call_id, action.context.revision)
+        if instance is None:
+            return False
+        client = self.clients.get(instance)
+        token = action.token
+        host: _HostKey = (runner.connection, scope_key)
+        sent = None
+        if (
+            client is not None
+            and not client.session.closed
+            and (instance not in self._may_task or task_only_now(client, params) is False)
+        ):
+            try:
+                sent = self.router.host_request_now(
+                    host,
+                    token,
+                    "tools/call",
+                    params,
+                    upstream=instance,
+                    host_capabilities=action.context.client_capabilities,
+                    now=time.monotonic(),
+                )
+            except (LocalProtocolError, MessageTooLarge, ValueError):
+                sent = None
+        if sent is None:
+            self.upstreams.release(call_id)
+            return False
+        key = (host, token)
+        self._relayed[key] = _Relayed(
+            runner, action, call_id, instance, server, params, finish, reword, scope_key
+        )
+        self._relay_calls[call_id] = key
+        runner.relayed[token] = key
+        assert client is not None  # it took the call
+        client.send_soon(sent[1])  # a linked instance is stdio: one stream
+        client.kick()
+        return True
+
+    def answered_now(self, host: Hashable, request_id: Any, result: Mapping[str, Any]) -> None:
+        """The router's usual answer, handed back (``Router.take_answer``): to the host, its call released."""
+        key = (host, request_id)
+        relayed_call = self._relayed.pop(key, None)  # type: ignore[arg-type]
+        if relayed_call is not None:
+            del self._relay_calls[relayed_call.call_id]
+            finish = relayed_call.finish
+            relayed_call.runner.answer_relayed(
+                relayed_call.action, result if finish is None else finish(result)
+            )
+            self.upstreams.release(relayed_call.call_id)
+            return
+        rec = self._by_key.get(key)  # type: ignore[arg-type]
+        if rec is not None:
+            rec.routed = False
+            self._end(rec, Outcome.success(rec.finished(result)))
+
+    def promote(self, key: Any) -> _Routed | None:
+        """The relay lane's call under router key ``key`` made a routed call: a ``Pending``, a ``_Routed``.
+
+        ``None`` for a key the lane does not hold (answered meanwhile).  The
+        host's runner answers it through the ``Pending`` from now on.
+        """
+        relayed_call = self._relayed.pop(key, None)
+        if relayed_call is None:
+            return None
+        del self._relay_calls[relayed_call.call_id]
+        runner, action = relayed_call.runner, relayed_call.action
+        runner.relayed.pop(action.token, None)
+        pending: Pending = runner.defer_relayed(action)
+        rec = _Routed(
+            relayed_call.call_id,
+            pending,
+            key[0],
+            relayed_call.server,
+            "tools/call",
+            relayed_call.params,
+            relayed_call.finish,
+            relayed_call.scope_key,
+            False,
+            None,
+            False,
+            relayed_call.reword,
+        )
+        rec.instance = relayed_call.instance
+        rec.routed = True
+        self._calls[rec.call_id] = rec
+        self._by_key[(rec.host, rec.token)] = rec
+        pending.on_cancel = functools.partial(self._host_cancelled, rec)
+        return rec
+
+    def _routed(self, key: tuple[_HostKey, int]) -> _Routed | None:
+        """The routed call under router key ``key``, the relay lane's made one if need be."""
+        rec = self._by_key.get(key)
+        return rec if rec is not None or key not in self._relayed else self.promote(key)
+
     def failed(self, call_id: str, error: Mapping[str, Any]) -> None:
         """The pool ended the call (refused, its instance failed, timed out): the host gets ``error``."""
         rec = self._calls.get(call_id)
+        if rec is None:
+            relayed_key = self._relay_calls.get(call_id)
+            rec = None if relayed_key is None else self.promote(relayed_key)
         if rec is None:
             return
         if rec.routed:
@@ -513,14 +706,15 @@ class Routes:
                 client.send_soon(action.payload)
                 self._written.add(client)
         elif isinstance(action, AnswerHost):
-            rec = self._by_key.get((action.host, action.request_id))  # type: ignore[arg-type]
+            rec = self._routed((action.host, action.request_id))  # type: ignore[arg-type]
             if rec is not None:
                 rec.routed = False
                 self._answered(rec, action)
         elif isinstance(action, NotifyHost):
             self._notify(action)
         elif isinstance(action, AskHost):
-            rec = self._by_key[(action.host, action.request_id)]  # type: ignore[index]
+            rec = self._routed((action.host, action.request_id))  # type: ignore[arg-type]
+            assert rec is not None  # a question is asked only for a call in flight
             self._ask(rec, action)
         elif isinstance(action, WithdrawAsk):
             rec = self._asks.pop(action.ask_id, None)
@@ -565,7 +759,7 @@ class Routes:
         host: _HostKey = note.host  # type: ignore[assignment]
         params = note.params
         if note.request_id is not None:  # progress of one call, under the host's own token
-            rec = self._by_key.get((host, note.request_id))  # type: ignore[arg-type]
+            rec = self._routed((host, note.request_id))  # type: ignore[arg-type]
             if rec is not None:
                 self.upstreams.published_progress(rec.server, params)
                 rec.pending.context.report_progress(
@@ -575,6 +769,9 @@ class Routes:
         # A log message: once to the host, through any of its calls (its level filters).  Looked
         # for among the calls in flight, rather than kept per host on every call: logs are rare.
         rec = next((rec for rec in self._calls.values() if rec.host == host), None)
+        if rec is None:  # perhaps a host whose calls the relay lane holds: one of them, routed
+            key = next((key for key in self._relayed if key[0] == host), None)
+            rec = None if key is None else self.promote(key)
         if rec is not None:
             rec.pending.context.log(params["level"], params.get("data"), params.get("logger"))
 

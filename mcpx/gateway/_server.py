@@ -41,8 +41,8 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -55,7 +55,7 @@ from ..core.revisions import TASKS_EXTENSION
 from ..core.router import relayed, upstream_params
 from ..server import Call, Context, Deferred, Invocation, Outcome
 from ._catalogs import _OWN_SUPPORT, _Catalogs, _ready, scope_key
-from ._routing import WARM_UP_SCOPE
+from ._routing import WARM_UP_SCOPE, RelayLane
 
 __all__ = ["GatewayServer"]
 
@@ -80,6 +80,16 @@ _NEEDS_CATALOGS = frozenset({"mcpx_servers", "mcpx_search", "mcpx_describe"})
 
 
 _VIEWS = 64  # distinct pass-through choices of hosts one daemon keeps a surface for
+
+
+_BY_ARGUMENTS: Final[Any] = object()  # a relay target: mcpx_call, whose server its arguments name
+_UNSEEN: Final[Any] = object()
+
+RelayTarget = tuple[
+    str, Mapping[str, Any], Callable[[Mapping[str, Any]], Any] | None, Callable[[int, str], str] | None, str
+]
+"""Where the relay lane sends a call: (server, the params upstream, the result's finish, an upstream
+error's message for the host (``Route.reword``), the pool scope); ``None``: as the upstream said it."""
 
 
 _WARM_UP = WARM_UP_SCOPE
@@ -189,6 +199,8 @@ class GatewayServer(_Catalogs):
         view.passthrough = chosen
         view._built, view.tool_hints = None, view._new_hints()
         view._listeners = []  # its own hosts' sessions
+        view._relay_cache = (None, {})  # its own surface's targets
+        view._relay_ready = False
         self._shared.views[chosen] = view
         view._current()  # its hints, before its first host's first call is judged
         watched = sorted({name for each in self._shared.views for name in each})
@@ -329,6 +341,64 @@ class GatewayServer(_Catalogs):
             return None
         key, per_request = scope_key(context)
         return Deferred.of(functools.partial(self.upstreams.routes.start, decided, key, per_request))
+
+    # -- the relay lane (spec/gateway.md §11) -------------------------------------------------
+
+    def relay_lane(self) -> RelayLane | None:
+        """The relay lane for hosts this view serves on their own stdio; ``None`` with no router."""
+        routes = self.upstreams.routes
+        return None if routes is None else RelayLane(self, routes)
+
+    def relay_route(self, params: Mapping[str, Any], context: RequestContext) -> RelayTarget | None:
+        """Where the relay lane sends a host's ``tools/call``, or ``None``: the usual way serves it.
+
+        Exactly the calls ``_route_now`` hands the router with nothing but
+        the pool to wait for: the catalogs are read, the call asks for no
+        mcpx task, the surface routes it to a stdio upstream, SSE polling is
+        off, and its scope outlives it.  A pass-through tool's target is kept per
+        surface by name; ``mcpx_call``'s is decided by its arguments, each
+        call.
+        """
+        if self.sse_poll_after > 0 or "task" in params:
+            return None
+        name = params.get("name")
+        if type(name) is not str:
+            return None
+        surface = self._current()
+        cache: tuple[GatewaySurface | None, dict[str, Any]] = self._relay_cache
+        if cache[0] is not surface:
+            cache = self._relay_cache = (surface, {})
+        target = cache[1].get(name, _UNSEEN)
+        if target is _UNSEEN:
+            target = cache[1][name] = self._relay_target(surface, name)
+        if target is None:
+            return None
+        if not self._relay_ready:
+            if not all(self._usable(self._known[server], None) for server in self.passthrough):
+                return None  # a fresh daemon's first calls wait for the catalogs: the usual way
+            self._relay_ready = True
+        finish = reword = None
+        if target is _BY_ARGUMENTS:
+            decided = surface.call_tool(params, revision=context.revision)
+            if not isinstance(decided, Route) or not self.upstreams.routable(decided.server):
+                return None
+            server, sent = decided.server, decided.params
+            if decided.rewrite_uris:
+                finish = decided.finish
+            if decided.unlisted is not None:
+                reword = decided.reword
+        else:
+            server, own = target
+            sent = params if own == name else {**params, "name": own}
+        key, per_request = scope_key(context)
+        return None if per_request else (server, sent, finish, reword, key)
+
+    def _relay_target(self, surface: GatewaySurface, name: str) -> Any:
+        """``(server, its own name)``, ``_BY_ARGUMENTS`` (``mcpx_call``), or ``None``: not for the lane."""
+        forwarded = surface.forwarded_tool(name)
+        if forwarded is not None:
+            return forwarded if self.upstreams.routable(forwarded[0]) else None
+        return _BY_ARGUMENTS if name == "mcpx_call" else None
 
     @staticmethod
     def _decide(

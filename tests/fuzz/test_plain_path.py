@@ -3,7 +3,8 @@
 ``ServerSession._receive_plain`` serves the common request (envelope exactly
 ``{jsonrpc, id, method, params}``, an application method, an open connection)
 without building a ``Request`` or walking the transition table, and
-``respond`` answers an ordinary request without ``_settles_task``/``_take``.
+``respond`` answers an ordinary request without ``_settles_task``/``_take``
+(and ``respond_now`` hands its bytes back instead of queueing them).
 Two sessions with the same configuration and stores are fed the same inputs —
 peer messages of every kind and shape, a handshake, answers and errors from
 the application, end of input — one with the quick way and one without
@@ -22,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpx.core import HandleRequest, LocalProtocolError, RoundTable, ServerSession, TaskStore, ToolHints
+from mcpx.core import HandleRequest, LocalProtocolError, RoundTable, Send, ServerSession, TaskStore, ToolHints
 from mcpx.core.revisions import parse_revision
 
 from ._examples import tick
@@ -110,6 +111,9 @@ _STEP = st.one_of(
     st.tuples(st.just("cancel"), st.integers(min_value=0, max_value=6)),
     st.tuples(st.just("respond"), st.tuples(st.integers(min_value=0, max_value=9), st.sampled_from(RESULTS))),
     st.tuples(
+        st.just("respond now"), st.tuples(st.integers(min_value=0, max_value=9), st.sampled_from(RESULTS))
+    ),
+    st.tuples(
         st.just("error"), st.tuples(st.integers(min_value=0, max_value=9), st.sampled_from([-32002, 5]))
     ),
     st.tuples(st.just("eof"), st.none()),
@@ -130,12 +134,18 @@ def _apply(session: ServerSession, step: str, arg: Any, tokens: list[int], now: 
             session.receive_json(notification("notifications/initialized"), now=now)
         elif step == "cancel":
             session.receive_json(notification("notifications/cancelled", {"requestId": arg}), now=now)
-        elif step in ("respond", "error"):
+        elif step in ("respond", "respond now", "error"):
             index, answer = arg
             if not tokens:
                 return "no token"
             token = tokens[index % len(tokens)]
-            if step == "respond":
+            if step == "respond now" and session._plain_ok:  # the quick session: bytes handed back
+                payload = session.respond_now(token, answer)
+                if payload is None:
+                    session.respond(token, answer)
+                    return "ok"
+                return f"now {payload!r}"
+            if step in ("respond", "respond now"):
                 session.respond(token, answer)
             else:
                 session.respond_error(token, answer, "failed", {"uri": "file:///a"})
@@ -166,9 +176,15 @@ def test_the_quick_way_queues_what_the_general_way_does(with_stores: bool, steps
             except orjson.JSONDecodeError:
                 continue
         outcome = _apply(quick, step, arg, tokens, now)
-        assert _apply(general, step, arg, tokens, now) == outcome, (step, arg)
+        answered = _apply(general, step, arg, tokens, now)
         got, want = quick.next_actions(), general.next_actions()
-        assert got == want, (step, arg)
+        if outcome.startswith("now "):  # what respond would have queued, exactly
+            assert answered == "ok" and got == [] and len(want) == 1, (step, arg, want)
+            assert isinstance(want[0], Send) and outcome == f"now {want[0].payload!r}", (outcome, want)
+            assert want[0].stream == tokens[arg[0] % len(tokens)], want  # its own stream: stdio's
+        else:
+            assert answered == outcome, (step, arg)
+            assert got == want, (step, arg)
         assert quick.state is general.state
         tokens.extend(a.token for a in got if isinstance(a, HandleRequest))
 
@@ -204,3 +220,22 @@ def test_a_legacy_request_on_an_http_stream_takes_the_quick_way() -> None:
     quick.respond(handled.token, {"tools": []})
     (sent,) = quick.next_actions()
     assert sent.stream == 101 and orjson.loads(sent.payload)["id"] == 6  # answered on the HTTP stream
+
+
+def test_respond_now_hands_an_ordinary_answer_back_and_leaves_the_rest_to_respond() -> None:
+    """The property above compares something: an ordinary stdio answer comes back as bytes."""
+    quick, _ = _pair(False)
+    quick.receive_json(request(1, "tools/call", {"name": "f", "arguments": {}}), now=0.0)
+    (handled,) = quick.next_actions()
+    payload = quick.respond_now(handled.token, {"content": []})
+    assert payload is not None and orjson.loads(payload) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"content": []},
+    }
+    assert (
+        quick.next_actions() == [] and quick.respond_now(handled.token, {"content": []}) is None
+    )  # answered
+    quick.receive_json(request(2, "tools/list", {}), stream=7, revision=None, now=0.0)
+    (streamed,) = quick.next_actions()
+    assert quick.respond_now(streamed.token, {"tools": []}) is None  # its answer goes on stream 7: respond

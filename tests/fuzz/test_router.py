@@ -311,6 +311,7 @@ class RouterMachine(RuleBasedStateMachine):
         # serial → (inputResponses, requestState) its retry must carry
         self.expect_retry: dict[int, tuple[dict[str, Any], str | None]] = {}
         self.may_withdraw: set[int] = set()
+        self.take_answers = False  # upstream answers through take_answer rather than upstream_data
         self.step()
 
     # -- performing the router's actions ---------------------------------------------------------
@@ -465,7 +466,14 @@ class RouterMachine(RuleBasedStateMachine):
         )
 
     def feed(self, fake: FakeUpstream, obj: Any) -> None:
-        self.router.upstream_data(fake.key, obj, now=self.now)
+        if not self.take_answers:
+            self.router.upstream_data(fake.key, obj, now=self.now)
+            return
+        taken = self.router.take_answer(fake.key, obj, now=self.now)
+        if taken is not None:  # what AnswerHost would have said, handed back
+            assert not self.router.has_actions, "take_answer handed an answer back with actions queued"
+            host, request_id, result = taken
+            self.host_gets_answer(AnswerHost(host=host, request_id=request_id, result=result, error=None))
 
     # -- views of the model -------------------------------------------------------------------------
 
@@ -504,7 +512,14 @@ class RouterMachine(RuleBasedStateMachine):
         task=st.booleans(),
     )
     def host_sends(
-        self, data: st.DataObject, rid: Any, upstream: str, timeout: float | None, token: str, task: bool
+        self,
+        data: st.DataObject,
+        rid: Any,
+        upstream: str,
+        timeout: float | None,
+        token: str,
+        task: bool,
+        now_form: bool = False,
     ) -> None:
         host = data.draw(st.sampled_from(self.live_hosts()), label="host")
         serial = next(self.serials)
@@ -525,18 +540,22 @@ class RouterMachine(RuleBasedStateMachine):
             params["task"] = {}
 
         def send() -> None:
+            common: dict[str, Any] = {
+                "upstream": upstream,
+                "host_capabilities": CAPS[self.hosts[host]],
+                "now": self.now,
+            }
+            if now_form:  # the relay lane's form: its bytes handed back, or nothing done
+                sent = self.router.host_request_now(host, rid, "tools/call", params, **common)
+                if sent is not None:
+                    self.upstream_receives(self.fakes[upstream], sent[1], sent[0])
+                    return
+                assert self.router.in_flight == before_send, "host_request_now did something and said not"
             self.router.host_request(
-                host,
-                rid,
-                "tools/call",
-                params,
-                upstream=upstream,
-                host_capabilities=CAPS[self.hosts[host]],
-                progress_token=progress,
-                now=self.now,
-                timeout=timeout,
+                host, rid, "tools/call", params, progress_token=progress, timeout=timeout, **common
             )
 
+        before_send = self.router.in_flight
         if (host, rid) in self.open or upstream not in self.fakes:
             before = self.router.in_flight
             with pytest.raises(LocalProtocolError):  # a duplicate in flight, or a lost upstream: misuse
@@ -555,6 +574,7 @@ class RouterMachine(RuleBasedStateMachine):
         )
         self.calls[serial] = call
         self.open[(host, rid)] = call
+        before_send = self.router.in_flight
         send()
         self.step()
 
@@ -563,6 +583,19 @@ class RouterMachine(RuleBasedStateMachine):
     def host_sends_plainly(self, data: st.DataObject, rid: Any, upstream: str) -> None:
         """The commonest request of all: no token, the configured timeout."""
         self.host_sends(data=data, rid=rid, upstream=upstream, timeout=CALL_TIMEOUT, token="none", task=False)
+
+    @precondition(lambda self: self.live_hosts())
+    @rule(data=st.data(), rid=st.sampled_from(IDS), upstream=st.sampled_from(ROUTES))
+    def host_sends_now(self, data: st.DataObject, rid: Any, upstream: str) -> None:
+        """The relay lane's call: ``host_request_now`` (no token, no timeout of the router's)."""
+        self.host_sends(
+            data=data, rid=rid, upstream=upstream, timeout=None, token="none", task=False, now_form=True
+        )
+
+    @rule()
+    def answers_taken_or_drained(self) -> None:
+        """From now on upstream answers go through ``take_answer`` (the relay lane's), or ``upstream_data``."""
+        self.take_answers = not self.take_answers
 
     @precondition(lambda self: self.open)
     @rule(data=st.data())
