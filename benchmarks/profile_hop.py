@@ -190,8 +190,11 @@ def calls(args: argparse.Namespace, tmp: Path) -> None:
         rows.append((ncalls, tottime, cumtime, f"{name} ({filename.rsplit('/', 1)[-1]})"))
     total_time = sum(row[1] for row in rows) or 1.0
     print(f"{total_calls / routed:.1f} Python-level calls per routed call")
-    print("calls/call  self%  function")
+    print("calls/call  self%  function  (by calls, then by own time; the waits in poll are not work)")
     for ncalls, tottime, _cum, where in sorted(rows, reverse=True)[: args.top]:
+        print(f"{ncalls / routed:9.2f}  {100 * tottime / total_time:5.1f}  {where}")
+    print("--- by own time")
+    for ncalls, tottime, _cum, where in sorted(rows, key=lambda row: -row[1])[: args.top]:
         print(f"{ncalls / routed:9.2f}  {100 * tottime / total_time:5.1f}  {where}")
 
 

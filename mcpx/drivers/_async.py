@@ -33,7 +33,7 @@ import itertools
 import threading
 import time
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -90,8 +90,7 @@ class RequestRelay(Protocol):
 
     ``take`` is offered each request before the server routes it: ``True``
     when the relay took it (it answers with ``answer_relayed`` on the
-    runner, which must be one that has it), ``False`` to leave it to the
-    server.  A request the relay took is the relay's until it answers it, or
+    runner), ``False`` to leave it to the server.  A request the relay took is the relay's until it answers it, or
     until the runner asks for it back with ``promote(key)`` (the key the
     relay put in ``runner.relayed``): then the relay makes it a request the
     server answers through a ``Pending`` (``runner.defer_relayed``), as if
@@ -178,7 +177,7 @@ class _Runner:
         self.flush_due = False  # a flush is due at the end of the chunk being read (_settle)
         self.sink = PostingSink(self.post, self.core, self)  # every handler's Context reports through it
         self.connection = next(_connections)
-        self.relay: RequestRelay | None = None  # offered each request first (the stdio runner's)
+        self.relay: RequestRelay | None = server.relay_lane()  # offered each request first
         self.relayed: dict[int, Any] = {}  # token -> the relay's key, for requests the relay took
 
     def perform(self, action: object) -> None:
@@ -388,6 +387,19 @@ class _Runner:
         apply_outcome(self.core, token, outcome)
         if self.watch is not None:
             self.request_ended(self.watch, pending.request.request_id)
+        self._answered()
+
+    def answer_relayed(self, action: HandleRequest, result: Mapping[str, Any]) -> None:
+        """The relay's answer to ``action``, a request it took (``RequestRelay``): answered as any."""
+        del self.relayed[action.token]
+        self.clock_in()
+        self.core.respond(action.token, result)
+        if self.watch is not None:
+            self.request_ended(self.watch, action.context.request_id)
+        self._answered()
+
+    def _answered(self) -> None:
+        """An answer is in the core: drained now, or once at the end of the chunk of answers being read."""
         if self.flush_due:
             return
         if _batch.many():  # a chunk of upstream answers settles many: drained once, at its end

@@ -22,7 +22,7 @@ import anyio.to_thread
 from ..core import Close, HandleRequest, Send, StdioServerConnection
 from ..server import Server
 from . import _batch
-from ._async import ByteReader, ByteWriter, RequestRelay, RequestWatch, _Runner
+from ._async import ByteReader, ByteWriter, RequestWatch, _Runner
 from ._common import change_listener
 
 __all__ = ["serve_connection"]
@@ -48,17 +48,14 @@ class _StdioRunner(_Runner):
         self.unwritten.append(request_id)  # the write loop tells the watch once the answer is out
 
     def answer_relayed(self, action: HandleRequest, result: Mapping[str, Any]) -> None:
-        """The relay's answer to ``action``, a request it took (``RequestRelay``): written as any answer."""
-        token = action.token
-        del self.relayed[token]
-        payload = self.conn.session.respond_now(token, result)
+        """``_Runner.answer_relayed``, an ordinary answer's bytes queued as they are (``respond_now``)."""
+        payload = self.conn.session.respond_now(action.token, result)
         if payload is None:  # something is queued before it, or it is no ordinary answer
-            self.clock_in()
-            self.conn.session.respond(token, result)
-            self.flush()
-        else:
-            self.queued.append(payload)
-            self._kick()
+            super().answer_relayed(action, result)
+            return
+        del self.relayed[action.token]
+        self.queued.append(payload)
+        self._kick()
         if self.watch is not None:
             self.request_ended(self.watch, action.context.request_id)
 
@@ -167,21 +164,17 @@ async def serve_connection(
     *,
     trace: bool = False,
     watch: RequestWatch | None = None,
-    relay: RequestRelay | None = None,
 ) -> None:
     """Serve one stdio connection until the peer closes it and the core says Close.
 
     ``watch`` is told of every request the application runs, when it starts
     and once it has been answered (the daemon mirrors them for its shim).
-    ``relay`` is offered each request before ``server`` routes it (the
-    gateway's relay lane; ``RequestRelay``).
     """
     runner: _StdioRunner | None = None
     try:
         async with anyio.create_task_group() as tg:
             runner = _StdioRunner(server, conn, tg, trace)
             runner.watch = watch
-            runner.relay = relay
             unsubscribe = server.add_listener(change_listener(runner.post, conn.session))
             try:
                 tg.start_soon(runner.write_loop, writer)

@@ -53,7 +53,7 @@ from ..core import RoundTable, ServerConfig, StdioServerConnection
 from ..core.framing import DEFAULT_MAX_LINE
 from ..core.server_session import ConnectionState
 from ..drivers import new_round_table
-from ..drivers._async import ByteReader, RequestRelay
+from ..drivers._async import ByteReader
 from ..drivers._async_stdio import serve_connection
 from ..drivers._stdio_streams import open_stdio
 from ..server import Server
@@ -274,12 +274,6 @@ class HostListener:
             raise ValueError(f"the hello's passthrough must be a list of server names, not {chosen!r}")
         return self.choose(tuple(chosen))
 
-    @staticmethod
-    def _relay_for(server: Server) -> RequestRelay | None:
-        """The gateway's relay lane for the hosts ``server`` serves (spec/gateway.md §11), if it has one."""
-        lane = getattr(server, "relay_lane", None)
-        return None if lane is None else lane()
-
     def _config_for(self, server: Server) -> ServerConfig:
         """The session configuration of a host served by ``server``: what it declares is that server's own."""
         if server is self.server:
@@ -317,12 +311,7 @@ class HostListener:
                 async with open_stdio(backend, in_fd, out_fd) as (reader, writer):
                     tg.start_soon(self._until_shim_leaves, stream, tg.cancel_scope)
                     await serve_connection(
-                        server,
-                        conn,
-                        _WatchedReader(reader, announcer),
-                        writer,
-                        watch=announcer,
-                        relay=self._relay_for(server),
+                        server, conn, _WatchedReader(reader, announcer), writer, watch=announcer
                     )
                 await announcer.send({"ended": True})
                 # The shim leaves on hearing it, and its end closing the socket ends the group
@@ -338,9 +327,7 @@ class HostListener:
         self, server: Server, stream: anyio.abc.SocketStream, rest: bytes, resume: Any, identity: str
     ) -> None:
         conn = self._connection(server, resume, identity)
-        await serve_connection(
-            server, conn, _SocketReader(stream, rest), _SocketWriter(stream), relay=self._relay_for(server)
-        )
+        await serve_connection(server, conn, _SocketReader(stream, rest), _SocketWriter(stream))
 
     @staticmethod
     async def _until_shim_leaves(stream: anyio.abc.SocketStream, scope: anyio.CancelScope) -> None:

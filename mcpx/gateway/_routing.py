@@ -211,6 +211,7 @@ class _Relayed:
         "finish",
         "instance",
         "params",
+        "per_request",
         "reword",
         "runner",
         "scope_key",
@@ -228,6 +229,7 @@ class _Relayed:
         finish: Callable[[Mapping[str, Any]], Any] | None,
         reword: Callable[[int, str], str] | None,
         scope_key: str,
+        per_request: bool,
     ) -> None:
         self.runner = runner  # the host's stdio runner: ``answer_relayed``, ``defer_relayed``, ``relayed``
         self.action = action
@@ -238,10 +240,11 @@ class _Relayed:
         self.finish = finish
         self.reword = reword
         self.scope_key = scope_key
+        self.per_request = per_request  # its scope ends with it (a 2026-07-28 request over HTTP)
 
 
 class RelayLane:
-    """``RequestRelay`` (mcpx/drivers/_async.py) for the hosts one gateway view serves on their own stdio.
+    """``RequestRelay`` (mcpx/drivers/_async.py) for the hosts one gateway view serves (stdio and ``/mcp``).
 
     A host's ``tools/call`` the view routes to a running stdio instance with
     room (``GatewayServer.relay_route``, ``Pool.acquire_now``) goes to the
@@ -533,6 +536,7 @@ class Routes:
         finish: Callable[[Mapping[str, Any]], Any] | None,
         reword: Callable[[int, str], str] | None,
         scope_key: str,
+        per_request: bool,
     ) -> bool:
         """Send the host's call on ``RelayLane``'s way, if an instance takes it at once; ``False``: nothing done.
 
@@ -567,11 +571,11 @@ class Routes:
             except (LocalProtocolError, MessageTooLarge, ValueError):
                 sent = None
         if sent is None:
-            self.upstreams.release(call_id)
+            self.upstreams.release(call_id, scope_key if per_request else None)
             return False
         key = (host, token)
         self._relayed[key] = _Relayed(
-            runner, action, call_id, instance, server, params, finish, reword, scope_key
+            runner, action, call_id, instance, server, params, finish, reword, scope_key, per_request
         )
         self._relay_calls[call_id] = key
         runner.relayed[token] = key
@@ -590,7 +594,9 @@ class Routes:
             relayed_call.runner.answer_relayed(
                 relayed_call.action, result if finish is None else finish(result)
             )
-            self.upstreams.release(relayed_call.call_id)
+            self.upstreams.release(
+                relayed_call.call_id, relayed_call.scope_key if relayed_call.per_request else None
+            )
             return
         rec = self._by_key.get(key)  # type: ignore[arg-type]
         if rec is not None:
@@ -619,7 +625,7 @@ class Routes:
             relayed_call.params,
             relayed_call.finish,
             relayed_call.scope_key,
-            False,
+            relayed_call.per_request,
             None,
             False,
             relayed_call.reword,

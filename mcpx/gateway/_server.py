@@ -86,10 +86,16 @@ _BY_ARGUMENTS: Final[Any] = object()  # a relay target: mcpx_call, whose server 
 _UNSEEN: Final[Any] = object()
 
 RelayTarget = tuple[
-    str, Mapping[str, Any], Callable[[Mapping[str, Any]], Any] | None, Callable[[int, str], str] | None, str
+    str,
+    Mapping[str, Any],
+    Callable[[Mapping[str, Any]], Any] | None,
+    Callable[[int, str], str] | None,
+    str,
+    bool,
 ]
 """Where the relay lane sends a call: (server, the params upstream, the result's finish, an upstream
-error's message for the host (``Route.reword``), the pool scope); ``None``: as the upstream said it."""
+error's message for the host (``Route.reword``), the pool scope, whether the scope is the call's
+alone: ``scope_key``); ``None``: as the upstream said it."""
 
 
 _WARM_UP = WARM_UP_SCOPE
@@ -345,7 +351,7 @@ class GatewayServer(_Catalogs):
     # -- the relay lane (spec/gateway.md §11) -------------------------------------------------
 
     def relay_lane(self) -> RelayLane | None:
-        """The relay lane for hosts this view serves on their own stdio; ``None`` with no router."""
+        """``Server.relay_lane``: the lane for the hosts this view serves; ``None`` with no router."""
         routes = self.upstreams.routes
         return None if routes is None else RelayLane(self, routes)
 
@@ -354,8 +360,8 @@ class GatewayServer(_Catalogs):
 
         Exactly the calls ``_route_now`` hands the router with nothing but
         the pool to wait for: the catalogs are read, the call asks for no
-        mcpx task, the surface routes it to a stdio upstream, SSE polling is
-        off, and its scope outlives it.  A pass-through tool's target is kept per
+        mcpx task, the surface routes it to a stdio upstream, and SSE polling
+        is off.  A pass-through tool's target is kept per
         surface by name; ``mcpx_call``'s is decided by its arguments, each
         call.
         """
@@ -391,7 +397,7 @@ class GatewayServer(_Catalogs):
             server, own = target
             sent = params if own == name else {**params, "name": own}
         key, per_request = scope_key(context)
-        return None if per_request else (server, sent, finish, reword, key)
+        return server, sent, finish, reword, key, per_request
 
     def _relay_target(self, surface: GatewaySurface, name: str) -> Any:
         """``(server, its own name)``, ``_BY_ARGUMENTS`` (``mcpx_call``), or ``None``: not for the lane."""

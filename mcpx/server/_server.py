@@ -543,6 +543,14 @@ class Server:
             tools=self.tool_hints,
         )
 
+    def relay_lane(self) -> Any:
+        """What the drivers offer each request before ``route``: a ``RequestRelay``, or ``None`` (the rule).
+
+        A server that sends some requests on by itself (the gateway's relay
+        lane, spec/gateway.md §11) gives one; see ``mcpx.drivers._async``.
+        """
+        return None
+
     def route(self, method: str, params: Mapping[str, Any], context: RequestContext) -> Invocation:
         """How to answer ``method``: an ``Outcome`` now, a ``Call`` to run, or a ``Deferred`` answer."""
         handler = _ROUTES.get(method)

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from ..fuzz._mcp import notification, request
+from ..fuzz._mcp import CC, CI, MODERN, PV, notification, request
 from .test_settings_walk import DEMO, Host, Running, legacy_host, mcpx_call, running, text_of
 
 pytestmark = pytest.mark.timeout(120)
@@ -158,3 +158,37 @@ def test_a_relayed_mcpx_call_of_a_tool_the_server_lacks_is_its_minus_32602_in_mc
         (answer,) = host.replies(1)
         error = answer["error"]
         assert error["code"] == -32602 and "mcpx_search" in error["message"], answer
+
+
+def _modern_post(daemon: Running, request_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    meta = {PV: MODERN, CC: {"elicitation": {}}, CI: {"name": "lane", "version": "1"}}
+    status, headers, body = daemon.http(
+        "POST",
+        "/mcp",
+        request(request_id, "tools/call", {**params, "_meta": meta}),
+        {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": params["name"]},
+    )
+    assert status == 200 and headers["content-type"].startswith("application/json"), (status, body)
+    answer: dict[str, Any] = orjson.loads(body)
+    return answer
+
+
+def test_a_2026_host_over_http_takes_the_lane_and_its_question_comes_back_as_a_round(tmp_path: Path) -> None:
+    """Over ``/mcp``, a 2026-07-28 request is a scope of its own: relayed too, and asked as over stdio."""
+    with running(tmp_path, config=DEMO) as daemon:
+        call = {
+            "name": "mcpx_call",
+            "arguments": {"server": "demo", "tool": "echo", "arguments": {"text": "warm"}},
+        }
+        assert text_of(_modern_post(daemon, "w", call)) == "warm"
+        ask = {"name": "mcpx_call", "arguments": {"server": "demo", "tool": "ask_name", "arguments": {}}}
+        first = _modern_post(daemon, "a1", ask)["result"]
+        assert first["resultType"] == "input_required", first
+        (key,) = first["inputRequests"]
+        retry = {
+            **ask,
+            "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
+            "requestState": first["requestState"],
+        }
+        done = _modern_post(daemon, "a2", retry)
+        assert text_of(done) == "Hello, Ada!", done
