@@ -231,7 +231,7 @@ class _Relayed:
         scope_key: str,
         per_request: bool,
     ) -> None:
-        self.runner = runner  # the host's stdio runner: ``answer_relayed``, ``defer_relayed``, ``relayed``
+        self.runner = runner  # the host's runner, stdio or HTTP
         self.action = action
         self.call_id = call_id
         self.instance = instance
